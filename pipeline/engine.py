@@ -1,0 +1,134 @@
+"""Wires the stages in order: ``Engine.run(chunk, settings) -> Trace``.
+
+The engine owns the loaded KB, indexes and models (heavy, shared, never
+mutated); a run only reads them. The CLI and the dashboard both call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.chunk import prepare_chunk
+from pipeline.kb import index as kb_index
+from pipeline.kb.store import KBStore, open_kb
+from pipeline.models.base import Embedder
+from pipeline.models.embedder import SentenceTransformerEmbedder
+from pipeline.settings import Settings
+from pipeline.stages.bm25 import BM25Retriever
+from pipeline.stages.dense import DenseRetriever
+from pipeline.stages.fusion import Fusion, ranked_trace
+from pipeline.stages.query import QueryAnalysis
+from pipeline.stages.results import LegResult, QueryResult, RankedResult, UnionResult
+from pipeline.stages.union import Union
+from pipeline.trace import AlternativeTrace, ChunkInfo, FinalItem, KBInfo, StageTrace, Trace
+
+log = logging.getLogger(__name__)
+
+# (stage or step name, done, total): how the CLI and the app show progress.
+ProgressFn = Callable[[str, int, int], None]
+
+
+def _quiet(step: str, done: int, total: int) -> None:
+    pass
+
+
+@dataclass
+class Engine:
+    store: KBStore
+    bm25: object  # BM25Index
+    embedders: dict[str, Embedder] = field(default_factory=dict)
+    vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, kb: Sequence[Path] | None = None, progress: ProgressFn = _quiet) -> Engine:
+        store = open_kb(kb, progress=None)
+        bm25 = kb_index.open_bm25(store, lambda d, t: progress("bm25 index", d, t))
+        return cls(store, bm25)
+
+    def kb_info(self) -> KBInfo:
+        return KBInfo(name=self.store.name, content_hash=self.store.content_hash,
+                      counts=self.store.counts, issues=self.store.issues[:200])
+
+    def dense(self, model: str | None, progress: ProgressFn = _quiet) -> tuple[Embedder, kb_index.VectorIndex]:
+        """The embedder and the KB's vectors for it, computed once (resumable) and shared."""
+        key = model or ""
+        with self._lock:
+            if key not in self.vectors:
+                emb = SentenceTransformerEmbedder(model)
+                self.vectors[key] = kb_index.open_vectors(self.store, emb, lambda d, t: progress("embeddings", d, t))
+                self.embedders[key] = emb
+        return self.embedders[key], self.vectors[key]
+
+    # --- stages -----------------------------------------------------------
+    def query(self, chunk: ChunkInfo) -> QueryResult:
+        return QueryAnalysis().run(chunk)
+
+    def retrieve(self, chunk: ChunkInfo, query: QueryResult, bm25_k: int, dense_k: int, model: str | None,
+                 progress: ProgressFn = _quiet) -> tuple[LegResult, LegResult, list[StageTrace]]:
+        bm = BM25Retriever(self.store, self.bm25, bm25_k)  # type: ignore[arg-type]
+        b = bm.run(query)
+        traces = [bm.trace(b, query)]
+        try:
+            emb, vec = self.dense(model, progress)
+            dr = DenseRetriever(self.store, vec, emb, dense_k)
+            d = dr.run(chunk)
+            traces.append(dr.trace(d))
+        except Exception as exc:
+            log.warning("embedding leg failed: %s", exc)
+            d = LegResult("embedding", [], 0.0, str(model or "default"))
+            traces.append(StageTrace(name="embedding", status="error", message=f"embedding leg unavailable: {exc}"))
+        return b, d, traces
+
+    def union(self, b: LegResult, d: LegResult) -> tuple[UnionResult, StageTrace]:
+        u = Union(self.store)
+        res = u.run(b, d)
+        return res, u.trace(res)
+
+    def final_items(self, ranked: RankedResult, k: int) -> list[FinalItem]:
+        out = []
+        for it in ranked.items[:k]:
+            r = self.store.get(it.candidate.record_id)
+            out.append(FinalItem(rank=it.rank, record_id=r.id, kind=r.kind, doc_path=getattr(r, "doc_path", None),
+                                 source=getattr(r, "source", ""), section=getattr(r, "section", None),
+                                 score=it.score, group=[m for m in it.candidate.members if m != r.id]))
+        return out
+
+    # --- alternatives -----------------------------------------------------
+    def run_d(self, chunk: ChunkInfo, query: QueryResult, s: Settings, progress: ProgressFn) -> AlternativeTrace:
+        alt = AlternativeTrace(name="D")
+        b, d, legs = self.retrieve(chunk, query, s.d_bm25_k, s.d_dense_k, s.embedder, progress)
+        alt.stages.extend(legs)
+        union, ut = self.union(b, d)
+        alt.stages.append(ut)
+        fused = Fusion(s.fusion, s.alpha, s.rrf_k).run(union)
+        alt.stages.append(ranked_trace(fused, self.store.get))
+        alt.final = self.final_items(fused, s.final_k)
+        return alt
+
+    def run_f(self, chunk: ChunkInfo, query: QueryResult, s: Settings, progress: ProgressFn) -> AlternativeTrace:
+        alt = AlternativeTrace(name="F")
+        b, d, legs = self.retrieve(chunk, query, s.f_bm25_k, s.f_dense_k, s.f_embedder or s.embedder, progress)
+        alt.stages.extend(legs)
+        union, ut = self.union(b, d)
+        alt.stages.append(ut)
+        alt.stages.append(StageTrace(name="rerank", status="not_run",
+                                     message="the reranker stage is not built yet (issue 3/5); F stops after the union"))
+        alt.status = "not_run"
+        alt.message = "F stops after the union until the reranker lands"
+        return alt
+
+    def run(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
+            progress: ProgressFn = _quiet) -> Trace:
+        s = settings or Settings()
+        chunk = data if isinstance(data, ChunkInfo) else prepare_chunk(data)
+        q = self.query(chunk)
+        trace = Trace(chunk=chunk, kb=self.kb_info(), settings=s.model_dump(), query=QueryAnalysis.trace(q))
+        for name in s.alternatives:
+            runner = self.run_d if name == "D" else self.run_f
+            trace.alternatives[name] = runner(chunk, q, s, progress)
+        return trace

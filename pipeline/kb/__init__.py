@@ -1,0 +1,1 @@
+"""Building and loading the knowledge base."""

@@ -1,0 +1,122 @@
+"""Search indexes over a KB, cached on disk by KB content hash.
+
+* BM25: analyzed terms → ``BM25Index`` (sparse, precomputed), saved as npy/json.
+* Vectors: one row per record; each text's vector is also kept in a diskcache
+  keyed by (model, text hash), so an interrupted computation resumes where it
+  stopped and a user KB that overlaps the built-in one reuses its vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import atomic, config
+from pipeline.analyzer import ANALYZER_VERSION
+from pipeline.bm25_index import BM25Index
+from pipeline.kb.store import KBStore
+from pipeline.kb.views import bm25_terms, embed_text
+from pipeline.models.base import Embedder
+
+log = logging.getLogger(__name__)
+Progress = Callable[[int, int], None]
+
+
+def _bm25_dir(store: KBStore) -> Path:
+    return config.cache_dir() / "bm25" / f"{store.content_hash[:20]}-a{ANALYZER_VERSION}"
+
+
+def open_bm25(store: KBStore, progress: Progress | None = None) -> BM25Index:
+    folder = _bm25_dir(store)
+    if (folder / "params.json").is_file():
+        try:
+            index = BM25Index.load(folder)
+            if index.n_docs == len(store.records):
+                return index
+            log.warning("BM25 cache %s has %d docs, KB has %d; rebuilding", folder, index.n_docs, len(store.records))
+        except ValueError as exc:
+            log.warning("BM25 cache unusable (%s); rebuilding", exc)
+    corpus = []
+    n = len(store.records)
+    for i, r in enumerate(store.records):
+        corpus.append(bm25_terms(r))
+        if progress and (i % 500 == 0 or i == n - 1):
+            progress(i + 1, n)
+    index = BM25Index.build(corpus)
+    index.save(folder)
+    return index
+
+
+@dataclass
+class VectorIndex:
+    model: str
+    matrix: np.ndarray  # (n_records, dim), L2-normalised rows
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        if self.matrix.shape[0] == 0:
+            return []
+        sims = self.matrix @ query.astype(np.float32).ravel()
+        k = min(k, sims.shape[0])
+        top = np.argpartition(-sims, k - 1)[:k]
+        order = sorted(top.tolist(), key=lambda i: (-float(sims[i]), i))
+        return [(i, float(sims[i])) for i in order]
+
+
+def _model_key(embedder: Embedder) -> str:
+    ident = getattr(embedder, "path", embedder.name)
+    return f"{embedder.name}-{hashlib.sha1(str(ident).encode()).hexdigest()[:8]}"
+
+
+def open_vectors(store: KBStore, embedder: Embedder, progress: Progress | None = None,
+                 chunk: int = 256) -> VectorIndex:
+    import diskcache
+
+    key = _model_key(embedder)
+    root = config.cache_dir() / "vectors" / key
+    matrix_path = root / f"{store.content_hash[:20]}.npy"
+    n = len(store.records)
+    if matrix_path.is_file():
+        try:
+            m = np.load(matrix_path, allow_pickle=False)
+            if m.shape[0] == n and np.isfinite(m).all():
+                return VectorIndex(key, m)
+            log.warning("vector cache %s has the wrong shape; recomputing", matrix_path)
+        except (ValueError, OSError, EOFError) as exc:
+            log.warning("vector cache %s unreadable (%s); recomputing", matrix_path, exc)
+
+    texts = [embed_text(r) for r in store.records]
+    hashes = [hashlib.sha1(t.encode("utf-8")).hexdigest() for t in texts]
+    rows: list[np.ndarray | None] = [None] * n
+    with diskcache.Cache(str(root / "texts")) as cache:
+        for i, h in enumerate(hashes):
+            v = cache.get(h)
+            if isinstance(v, bytes):
+                arr = np.frombuffer(v, dtype=np.float32)
+                if arr.size and np.isfinite(arr).all():
+                    rows[i] = arr
+        todo = [i for i in range(n) if rows[i] is None]
+        done = n - len(todo)
+        if progress:
+            progress(done, n)
+        # Longest first inside each chunk is the library's job; we only chunk to persist progress.
+        for start in range(0, len(todo), chunk):
+            idx = todo[start : start + chunk]
+            vecs = embedder.encode([texts[i] for i in idx])
+            for i, v in zip(idx, vecs, strict=True):
+                rows[i] = v.astype(np.float32)
+                cache.set(hashes[i], v.astype(np.float32).tobytes())
+            done += len(idx)
+            if progress:
+                progress(done, n)
+    dim = next((r.shape[0] for r in rows if r is not None), 0)
+    m = np.vstack([r for r in rows if r is not None]) if n else np.zeros((0, dim), np.float32)
+    buf = io.BytesIO()
+    np.save(buf, m, allow_pickle=False)
+    atomic.write_bytes(matrix_path, buf.getvalue())
+    return VectorIndex(key, m)

