@@ -6,6 +6,7 @@ never as a traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -194,7 +195,7 @@ def run_cmd(
 
 @app.command("eval")
 def eval_cmd(
-    set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: fixtures/eval/dev.jsonl)")] = None,
+    set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: the dev set)")] = None,
     alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
     validate: Annotated[bool, typer.Option("--validate/--no-validate")] = False,
     kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,

@@ -15,5 +15,5 @@ def docs_root() -> Path:
     """The Godot docs corpus: $GODOT_DOCS, else ``shared/godot-docs`` next to the repo."""
     root = Path(os.environ.get("GODOT_DOCS") or REPO.parent / "shared" / "godot-docs")
     if not (root / "tutorials").is_dir():
-        pytest.skip(f"Godot docs corpus not found at {root} (set GODOT_DOCS)")
+        pytest.fail(f"Godot docs corpus not found at {root} (set GODOT_DOCS)")
     return root

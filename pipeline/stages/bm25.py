@@ -20,7 +20,9 @@ class BM25Retriever:
 
     def run(self, query: QueryResult, k: int | None = None) -> LegResult:
         t0 = time.perf_counter()
-        hits = self.index.search(query.terms, k or self.k)
+        # Each distinct term counts once: four `Input.is_action_pressed` calls must not outweigh
+        # the one `clamp` that tells a 2D player script from every other input tutorial.
+        hits = self.index.search(list(dict.fromkeys(query.terms)), k or self.k)
         out = [
             LegHit(self.store.records[h.doc].id, rank, h.score,
                    dict(sorted(h.contributions.items(), key=lambda kv: -kv[1])))

@@ -1,0 +1,192 @@
+"""Deterministic evidence: what a record and SOURCE_CODE literally share.
+
+Facts are read off the chunk (calls, node paths, strings, distinctive names),
+then looked up in each record field. Every item names the field it matched,
+so the validator's judgement can be checked against plain string matching.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
+
+# Names every script uses; matching them says nothing about a record.
+GENERIC = frozenset([
+    "velocity", "delta", "speed", "position", "direction", "x", "y", "z", "self", "value", "result", "data",
+    "node", "name", "size", "i", "j", "k", "n", "print", "len", "range", "str", "int", "float", "bool",
+    "true", "false", "null", "var", "func", "get", "set", "new", "is_instance_valid",
+])
+
+_COMMENT = re.compile(r"(?m)(^|[^\"'\\])#[^\n]*")
+_STRING = re.compile(r'"((?:[^"\\\n]|\\.){1,40})"')
+_DOTTED = re.compile(r"(?<![\w.])(\$?[A-Za-z_%][\w]*(?:/[\w]+)*(?:\.[A-Za-z_]\w*)+)")
+_NODE = re.compile(r"(?<![\w])(\$[A-Za-z_][\w/]*|%[A-Za-z_]\w*)")
+_CALL = re.compile(r"(?<![\w.$])([A-Za-z_]\w*)\s*\(")
+_NAME = re.compile(r"\b([A-Za-z_]\w*)\b")
+_LONG_PROSE_STRING = re.compile(r'"(?=[^"\n]*\s)[^"\n]{25,}"')
+_MARK_2D = re.compile(r"\b\w*2D\b|\bVector2i?\b|\bRect2i?\b|\bTransform2D\b")
+_MARK_3D = re.compile(r"\b\w*3D\b|\bVector3i?\b|\bBasis\b|\bTransform3D\b|\bAABB\b")
+
+
+def strip_comments(code: str) -> str:
+    return _COMMENT.sub(lambda m: m.group(1), code)
+
+
+def sanitize_for_model(code: str) -> str:
+    """Code as the judge sees it: comments and long prose strings are data, not instructions.
+
+    Dropping them defeats prompt injection hidden there; no API evidence lives in them.
+    """
+    return _LONG_PROSE_STRING.sub('"…"', strip_comments(code)).rstrip() + "\n"
+
+
+def _distinctive(name: str) -> bool:
+    base = name.lstrip("$%").split(".")[-1]
+    return len(base) >= 4 and base.lower() not in GENERIC
+
+
+def code_facts(code: str) -> list[str]:
+    """Distinctive things a Godot developer would look for in a record, in order of appearance."""
+    text = strip_comments(code)
+    found: dict[str, int] = {}
+
+    def add(fact: str, pos: int) -> None:
+        if fact not in found:
+            found[fact] = pos
+
+    for m in _DOTTED.finditer(text):
+        chain = m.group(1)
+        parts = chain.split(".")
+        if parts[0].lstrip("$%")[:1].isupper() or parts[0].startswith(("$", "%")):
+            add(chain, m.start())  # Input.is_action_pressed, $AnimatedSprite2D.play, Vector2.ZERO
+        for p in parts[1:]:
+            if _distinctive(p):
+                add(p, m.start())  # clamp, is_action_pressed, normalized
+    for m in _NODE.finditer(text):
+        add(m.group(1), m.start())
+        add(m.group(1).lstrip("$%").split("/")[-1], m.start())  # AnimatedSprite2D
+    for m in _STRING.finditer(text):
+        if 2 < len(m.group(1)) <= 40 and not m.group(1).isspace():
+            add(f'"{m.group(1)}"', m.start())
+    for m in _CALL.finditer(text):
+        if _distinctive(m.group(1)):
+            add(m.group(1), m.start())
+    for m in _NAME.finditer(text):
+        w = m.group(1)
+        if _distinctive(w) and ("_" in w or any(c.isupper() for c in w[1:])):
+            add(w, m.start())  # screen_size, CharacterBody2D
+    return sorted(found, key=lambda f: found[f])
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    n = needle.strip('"') if needle.startswith('"') else needle
+    if not n:
+        return False
+    pattern = (r"(?<![\w])" if n[0].isalnum() or n[0] == "_" else "") + re.escape(n)
+    pattern += r"(?![\w])" if n[-1].isalnum() or n[-1] == "_" else ""
+    return re.search(pattern, haystack) is not None
+
+
+@dataclass(frozen=True)
+class EvidenceItem:
+    n: int  # 1-based number offered to the model
+    text: str  # the literal string found in both texts
+    field: str  # record field it matched: code_blocks, content, api_symbols, source_pattern, ...
+
+
+@dataclass(frozen=True)
+class Evidence:
+    items: list[EvidenceItem]
+    only_in_code: list[str]  # distinctive facts of the chunk the record lacks
+    only_in_record: list[str]  # the record's API symbols the chunk does not use
+    conflicts: list[str] = field(default_factory=list)
+
+    @property
+    def texts(self) -> list[str]:
+        return [i.text for i in self.items]
+
+
+def _record_fields(record: AnyRecord) -> list[tuple[str, str]]:
+    if isinstance(record, DocsChunk):
+        return [("code_blocks", "\n".join(record.code_blocks)), ("api_symbols", "\n".join(record.api_symbols)),
+                ("content", record.content)]
+    if isinstance(record, ApiMapping):
+        return [("source_api", record.source_api), ("match_terms", "\n".join(record.match_terms)),
+                ("required_when_seen_in_code", "\n".join(record.required_when_seen_in_code)),
+                ("before_code", record.before_code or ""), ("description", record.description)]
+    return [("prototype_code", record.prototype_code), ("match_terms", "\n".join(record.match_terms))]
+
+
+def _symbols_of(record: AnyRecord) -> list[str]:
+    if isinstance(record, DocsChunk):
+        return list(record.api_symbols)
+    if isinstance(record, ApiMapping):
+        return [record.source_api, *record.match_terms]
+    assert isinstance(record, LabelPrototype)
+    return list(record.match_terms)
+
+
+def _normalise(fact: str) -> str:
+    """`$Path/AnimatedSprite2D.play` -> `AnimatedSprite2D.play` (the class-reference spelling)."""
+    if fact.startswith(("$", "%")):
+        head, _, tail = fact.lstrip("$%").partition(".")
+        return head.split("/")[-1] + ("." + tail if tail else "")
+    return fact
+
+
+def _in_symbols(fact: str, symbols: list[str]) -> bool:
+    n = _normalise(fact)
+    if n in symbols:
+        return True
+    # `position.clamp` vs `Vector2.clamp`: the same member on a receiver of unknown type
+    if "." in n and not n[:1].isupper():
+        return any(s.endswith("." + n.split(".")[-1]) for s in symbols if "." in s)
+    return False
+
+
+def collect(code: str, record: AnyRecord, max_items: int = 12) -> Evidence:
+    facts = code_facts(code)
+    fields = _record_fields(record)
+    symbols = _symbols_of(record)
+    items: list[EvidenceItem] = []
+    matched: set[str] = set()
+    if isinstance(record, ApiMapping) and record.source_pattern:
+        try:
+            m = re.search(record.source_pattern, strip_comments(code))
+        except re.error:
+            m = None
+        if m and m.group(0).strip():
+            items.append(EvidenceItem(len(items) + 1, m.group(0).strip(), "source_pattern"))
+    for fact in facts:
+        where = next((name for name, text in fields if text and _contains(text, fact)), None)
+        if where is None and _in_symbols(fact, symbols):
+            where = "api_symbols" if isinstance(record, DocsChunk) else "match_terms"
+        if where:
+            matched.add(fact)
+            if not any(i.text == fact for i in items):
+                items.append(EvidenceItem(len(items) + 1, fact, where))
+    items = items[:max_items]
+    only_code = [f for f in facts if f not in matched and not f.startswith('"')][:8]
+    only_rec = [s for s in symbols if "." in s and not _contains(code, s.split(".")[-1])][:6]
+    conflicts = []
+    rec_text = "\n".join(t for _, t in fields)
+    stripped = strip_comments(code)
+    if _MARK_2D.search(stripped) and not _MARK_3D.search(stripped) and _MARK_3D.search(rec_text) \
+            and not _MARK_2D.search(rec_text):
+        conflicts.append("the code is 2D but the record is about 3D")
+    if _MARK_3D.search(stripped) and not _MARK_2D.search(stripped) and _MARK_2D.search(rec_text) \
+            and not _MARK_3D.search(rec_text):
+        conflicts.append("the code is 3D but the record is about 2D")
+    return Evidence(items, only_code, only_rec, conflicts)
+
+
+def verify(text: str, code: str, record: AnyRecord) -> bool:
+    """Is ``text`` literally present in both the code and one of the record's fields?"""
+    t = text.strip().strip("`")
+    if not t:
+        return False
+    in_code = _contains(code, t) or _contains(code, _normalise(t))
+    in_record = any(_contains(v, t) or _contains(v, _normalise(t)) for _, v in _record_fields(record) if v)
+    return in_code and in_record

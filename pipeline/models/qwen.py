@@ -1,0 +1,135 @@
+"""A Qwen GGUF behind llama-cpp-python, for yes/no judgements read off the logits.
+
+Prompts are token lists that start with a shared prefix (system text, then
+SOURCE_CODE); each call keeps the longest common prefix of the previous call's
+KV cache, so only the record-specific tail is evaluated. One lock serialises
+access: a llama context is not safe to use from two sessions at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.models.provision import ModelError
+
+EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cancellation
+
+
+class Timeout(Exception):
+    pass
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class YesNo:
+    margin: float  # max(logit yes, Yes) - max(logit no, No)
+    top: str  # the token the model would have sampled first, decoded
+    prompt_tokens: int
+    reused_tokens: int
+    ms: float
+
+
+class QwenGGUF:
+    def __init__(self, path: Path | str, n_ctx: int = 4096, n_threads: int | None = None) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ModelError(f"GGUF not found: {self.path}; run `python -m pipeline models prepare`")
+        self.n_ctx, self.n_threads = n_ctx, n_threads
+        self.name = self.path.stem
+        self.lock = threading.RLock()
+        self._llm = None
+        self._yes: list[int] = []
+        self._no: list[int] = []
+
+    @property
+    def llm(self):
+        if self._llm is None:
+            self.load()
+        return self._llm
+
+    def load(self) -> None:
+        with self.lock:
+            if self._llm is not None:
+                return
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise ModelError("llama-cpp-python is not installed; fix: `make install`") from exc
+            import os
+
+            try:
+                self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=512,
+                                  n_threads=self.n_threads or os.cpu_count() or 2, verbose=False)
+            except Exception as exc:
+                raise ModelError(f"cannot load {self.path.name}: {exc}; rebuild it with "
+                                 "`python -m pipeline models prepare`") from exc
+            tok = self._llm.tokenize
+            self._yes = sorted({tok(w.encode(), add_bos=False)[0] for w in ("yes", "Yes", " yes", " Yes")})
+            self._no = sorted({tok(w.encode(), add_bos=False)[0] for w in ("no", "No", " no", " No")})
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.llm.detokenize(list(tokens)).decode("utf-8", errors="replace")
+
+    def _eval_with_reuse(self, tokens: list[int], deadline: float | None,
+                         cancelled: Callable[[], bool] | None) -> int:
+        llm = self.llm
+        if len(tokens) >= self.n_ctx:
+            raise ModelError(f"prompt of {len(tokens)} tokens exceeds the context of {self.n_ctx}")
+        common = 0
+        for a, b in zip(llm.input_ids[: llm.n_tokens].tolist(), tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(tokens) - 1)  # re-evaluate at least one token to refresh logits
+        llm.n_tokens = common
+        for i in range(common, len(tokens), EVAL_SLICE):
+            if cancelled and cancelled():
+                raise Cancelled
+            if deadline is not None and time.monotonic() > deadline:
+                raise Timeout
+            llm.eval(tokens[i : i + EVAL_SLICE])
+        return common
+
+    def _logits(self) -> np.ndarray:
+        import llama_cpp
+
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self.llm.ctx), shape=(self.llm.n_vocab(),))
+
+    def yes_no(self, tokens: list[int], *, deadline: float | None = None,
+               cancelled: Callable[[], bool] | None = None) -> YesNo:
+        with self.lock:
+            t0 = time.perf_counter()
+            reused = self._eval_with_reuse(tokens, deadline, cancelled)
+            logits = self._logits()
+            margin = float(max(logits[i] for i in self._yes) - max(logits[i] for i in self._no))
+            top = self.detokenize([int(np.argmax(logits))])
+            return YesNo(margin, top, len(tokens), reused, (time.perf_counter() - t0) * 1000)
+
+    def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
+                 deadline: float | None = None) -> str:
+        """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused)."""
+        from llama_cpp import LlamaGrammar
+
+        with self.lock:
+            g = LlamaGrammar.from_string(grammar, verbose=False)
+            out: list[int] = []
+            for tok in self.llm.generate(tokens, temp=0.0, top_k=1, grammar=g, reset=True):
+                if tok == self.llm.token_eos() or len(out) >= max_tokens:
+                    break
+                out.append(tok)
+                text = self.detokenize(out)
+                if text.endswith("]}") or (deadline is not None and time.monotonic() > deadline):
+                    break
+            return self.detokenize(out)

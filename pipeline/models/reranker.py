@@ -1,0 +1,81 @@
+"""Reranker backends: Qwen yes/no logits (embedded default) and bge via FlagEmbedding.
+
+Both score (query, document) pairs pointwise; higher is more relevant.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipeline.evidence import sanitize_for_model
+from pipeline.models.base import ProgressFn
+from pipeline.models.provision import ModelError
+from pipeline.models.qwen import QwenGGUF
+
+RERANK_SYSTEM = ("Judge whether the Document is the right reference for the Query code. "
+                 "Answer only \"yes\" or \"no\".")
+DOC_CHARS = 900  # bounds the per-candidate prompt: time is ~linear in prompt tokens here
+
+
+class QwenYesNoReranker:
+    """score = logit("yes") − logit("no") after the document, as Qwen3-Reranker does."""
+
+    def __init__(self, model: QwenGGUF, key: str) -> None:
+        self.model, self.key = model, key
+        self.name = f"Qwen yes/no reranker ({key})"
+
+    def _prefix(self, query: str) -> str:
+        return (f"<|im_start|>system\n{RERANK_SYSTEM}<|im_end|>\n<|im_start|>user\n"
+                f"<Query>\n{sanitize_for_model(query)[:1800]}\n")
+
+    def score(self, query: str, docs: Sequence[str], *, progress: ProgressFn | None = None) -> list[float]:
+        prefix = self._prefix(query)
+        out = []
+        for i, doc in enumerate(docs):
+            prompt = prefix + f"<Document>\n{doc[:DOC_CHARS]}<|im_end|>\n<|im_start|>assistant\n"
+            out.append(self.model.yes_no(self.model.tokenize(prompt)).margin)
+            if progress:
+                progress(i + 1, len(docs))
+        return out
+
+
+class FlagEmbeddingReranker:
+    """bge-reranker (v2-m3 or base) from a local folder through FlagEmbedding's FlagReranker."""
+
+    def __init__(self, path: str | Path, use_fp16: bool = False, max_length: int = 512) -> None:
+        self.path = Path(path)
+        if not (self.path / "config.json").is_file():
+            raise ModelError(f"no reranker model in {self.path} (config.json missing); point "
+                             "GDPOC_BGE_RERANKER or the setting at a local bge-reranker folder")
+        self.name = f"bge reranker ({self.path.name})"
+        self.use_fp16, self.max_length = use_fp16, max_length
+        self._model = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            try:
+                from FlagEmbedding import FlagReranker
+            except ImportError as exc:
+                raise ModelError("FlagEmbedding is not installed (it needs transformers<5); fix: `make install`") \
+                    from exc
+            try:
+                self._model = FlagReranker(str(self.path), use_fp16=self.use_fp16, devices="cpu",
+                                           max_length=self.max_length)
+            except Exception as exc:
+                raise ModelError(f"cannot load the reranker from {self.path}: {exc}") from exc
+
+    def score(self, query: str, docs: Sequence[str], *, progress: ProgressFn | None = None) -> list[float]:
+        self.load()
+        assert self._model is not None
+        if not docs:
+            return []
+        with self._lock:
+            scores = self._model.compute_score([[query, d] for d in docs], batch_size=16)
+        if progress:
+            progress(len(docs), len(docs))
+        return [float(s) for s in (scores if isinstance(scores, list) else [scores])]
