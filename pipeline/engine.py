@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.chunk import prepare_chunk
+from pipeline.evidence import fact_term
 from pipeline.kb import index as kb_index
 from pipeline.kb.store import KBStore, open_kb
 from pipeline.models import provision
@@ -114,6 +115,15 @@ class Engine:
         return QwenYesNoReranker(model, Path(s.reranker_model).name if is_gguf and s.reranker_model
                                  else "qwen-0.5b")
 
+    def term_weight(self, fact: str) -> float:
+        """Rarity of a code fact in the KB (BM25 idf): `screen_size` says more than `velocity`."""
+        ids = self.bm25.term_ids  # type: ignore[attr-defined]
+        term = fact_term(fact)
+        for t in (term, term.rsplit(".", 1)[-1]):
+            if t in ids:
+                return max(float(self.bm25.idf[ids[t]]), 0.1)  # type: ignore[attr-defined]
+        return 1.0
+
     # --- stages -----------------------------------------------------------
     def query(self, chunk: ChunkInfo) -> QueryResult:
         return QueryAnalysis().run(chunk)
@@ -176,7 +186,7 @@ class Engine:
         if self.verdicts is None:
             self.verdicts = VerdictCache()
         stage = Validate(self.store, validator, top_k=s.validator_top_k, policy=s.accept_policy,
-                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why)
+                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight)
         alt.final, trace = stage.run(chunk, alt.final, lambda d, t, what: progress(f"validate {alt.name}", d, t),
                                      cancelled)
         alt.stages.append(trace)

@@ -8,6 +8,7 @@ so the validator's judgement can be checked against plain string matching.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
@@ -21,6 +22,7 @@ GENERIC = frozenset([
 
 _COMMENT = re.compile(r"(?m)(^|[^\"'\\])#[^\n]*")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.){1,40})"')
+_ANY_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _DOTTED = re.compile(r"(?<![\w.])(\$?[A-Za-z_%][\w]*(?:/[\w]+)*(?:\.[A-Za-z_]\w*)+)")
 _NODE = re.compile(r"(?<![\w])(\$[A-Za-z_][\w/]*|%[A-Za-z_]\w*)")
 _CALL = re.compile(r"(?<![\w.$])([A-Za-z_]\w*)\s*\(")
@@ -34,12 +36,18 @@ def strip_comments(code: str) -> str:
     return _COMMENT.sub(lambda m: m.group(1), code)
 
 
+_ELIDED_ONLY = re.compile(r'^\s*(?:(?:var|const)\s+\w+\s*(?::\s*\w+)?\s*:?=\s*)?"…"\s*$')
+
+
 def sanitize_for_model(code: str) -> str:
     """Code as the judge sees it: comments and long prose strings are data, not instructions.
 
     Dropping them defeats prompt injection hidden there; no API evidence lives in them.
+    A line left holding nothing but an elided string is dropped too.
     """
-    return _LONG_PROSE_STRING.sub('"…"', strip_comments(code)).rstrip() + "\n"
+    lines = _LONG_PROSE_STRING.sub('"…"', strip_comments(code)).splitlines()
+    kept = [ln.rstrip() for ln in lines if not _ELIDED_ONLY.match(ln)]
+    return "\n".join(kept).strip("\n") + "\n"
 
 
 def _distinctive(name: str) -> bool:
@@ -48,36 +56,41 @@ def _distinctive(name: str) -> bool:
 
 
 def code_facts(code: str) -> list[str]:
-    """Distinctive things a Godot developer would look for in a record, in order of appearance."""
+    """Distinctive things a Godot developer would look for in a record, most telling first.
+
+    Order: qualified calls and node paths (`Input.is_action_pressed`, `$AnimatedSprite2D.play`),
+    node and class names, member calls (`clamp`), distinctive identifiers (`screen_size`), strings.
+    """
     text = strip_comments(code)
-    found: dict[str, int] = {}
+    bare = _ANY_STRING.sub('""', text)  # names inside strings are not code
+    tiers: list[dict[str, int]] = [{}, {}, {}, {}, {}]
 
-    def add(fact: str, pos: int) -> None:
-        if fact not in found:
-            found[fact] = pos
+    def add(tier: int, fact: str, pos: int) -> None:
+        if not any(fact in t for t in tiers):
+            tiers[tier][fact] = pos
 
-    for m in _DOTTED.finditer(text):
-        chain = m.group(1)
-        parts = chain.split(".")
-        if parts[0].lstrip("$%")[:1].isupper() or parts[0].startswith(("$", "%")):
-            add(chain, m.start())  # Input.is_action_pressed, $AnimatedSprite2D.play, Vector2.ZERO
+    for m in _DOTTED.finditer(bare):
+        parts = m.group(1).split(".")
+        head = parts[0].lstrip("$%")
+        if head[:1].isupper() or parts[0].startswith(("$", "%")):
+            add(0, ".".join(parts[:2]), m.start())  # Input.is_action_pressed, $AnimatedSprite2D.play
         for p in parts[1:]:
-            if _distinctive(p):
-                add(p, m.start())  # clamp, is_action_pressed, normalized
-    for m in _NODE.finditer(text):
-        add(m.group(1), m.start())
-        add(m.group(1).lstrip("$%").split("/")[-1], m.start())  # AnimatedSprite2D
+            if _distinctive(p) and not p.isupper():
+                add(2, p, m.start())  # clamp, normalized
+    for m in _NODE.finditer(bare):
+        add(1, m.group(1).lstrip("$%").split("/")[-1], m.start())  # AnimatedSprite2D
+    for m in _CALL.finditer(bare):
+        if _distinctive(m.group(1)) and not m.group(1).startswith("_"):
+            add(2, m.group(1), m.start())
+    for m in _NAME.finditer(bare):
+        w = m.group(1)
+        if _distinctive(w) and not w.startswith("_") and not w.isupper() and (
+                "_" in w or any(c.isupper() for c in w[1:])):
+            add(1 if w[:1].isupper() else 3, w, m.start())  # CharacterBody2D / screen_size
     for m in _STRING.finditer(text):
         if 2 < len(m.group(1)) <= 40 and not m.group(1).isspace():
-            add(f'"{m.group(1)}"', m.start())
-    for m in _CALL.finditer(text):
-        if _distinctive(m.group(1)):
-            add(m.group(1), m.start())
-    for m in _NAME.finditer(text):
-        w = m.group(1)
-        if _distinctive(w) and ("_" in w or any(c.isupper() for c in w[1:])):
-            add(w, m.start())  # screen_size, CharacterBody2D
-    return sorted(found, key=lambda f: found[f])
+            add(4, f'"{m.group(1)}"', m.start())
+    return [f for t in tiers for f in sorted(t, key=lambda f: t[f])]
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -102,6 +115,7 @@ class Evidence:
     only_in_code: list[str]  # distinctive facts of the chunk the record lacks
     only_in_record: list[str]  # the record's API symbols the chunk does not use
     conflicts: list[str] = field(default_factory=list)
+    coverage: float = 0.0  # share of the chunk's facts (weighted by rarity) that the record holds
 
     @property
     def texts(self) -> list[str]:
@@ -146,7 +160,13 @@ def _in_symbols(fact: str, symbols: list[str]) -> bool:
     return False
 
 
-def collect(code: str, record: AnyRecord, max_items: int = 12) -> Evidence:
+def fact_term(fact: str) -> str:
+    """The analyzer term a fact corresponds to, for looking up its rarity in the KB."""
+    return fact.strip('"(').lstrip("$%").lower()
+
+
+def collect(code: str, record: AnyRecord, max_items: int = 8,
+            weight: Callable[[str], float] | None = None) -> Evidence:
     facts = code_facts(code)
     fields = _record_fields(record)
     symbols = _symbols_of(record)
@@ -167,8 +187,13 @@ def collect(code: str, record: AnyRecord, max_items: int = 12) -> Evidence:
             matched.add(fact)
             if not any(i.text == fact for i in items):
                 items.append(EvidenceItem(len(items) + 1, fact, where))
-    items = items[:max_items]
-    only_code = [f for f in facts if f not in matched and not f.startswith('"')][:8]
+    # `is_action_pressed` adds nothing once `Input.is_action_pressed` is in; keep the specific one
+    texts = [i.text for i in items]
+    items = [i for i in items if not any(i.text != t and i.text.strip('"') in t for t in texts)]
+    items = [EvidenceItem(n, i.text, i.field) for n, i in enumerate(items[:max_items], start=1)]
+    # Parts of a fact already listed (`is_action_pressed` of `Input.is_action_pressed`) add nothing.
+    only_code = [f for f in facts if f not in matched and not f.startswith('"')
+                 and not any(f != g and f in g for g in facts if g in matched or "." in g)][:8]
     only_rec = [s for s in symbols if "." in s and not _contains(code, s.split(".")[-1])][:6]
     conflicts = []
     rec_text = "\n".join(t for _, t in fields)
@@ -179,7 +204,10 @@ def collect(code: str, record: AnyRecord, max_items: int = 12) -> Evidence:
     if _MARK_3D.search(stripped) and not _MARK_2D.search(stripped) and _MARK_2D.search(rec_text) \
             and not _MARK_3D.search(rec_text):
         conflicts.append("the code is 3D but the record is about 2D")
-    return Evidence(items, only_code, only_rec, conflicts)
+    w = weight or (lambda _f: 1.0)
+    total = sum(w(f) for f in facts)
+    coverage = sum(w(f) for f in facts if f in matched) / total if total else 0.0
+    return Evidence(items, only_code, only_rec, conflicts, round(coverage, 4))
 
 
 def verify(text: str, code: str, record: AnyRecord) -> bool:

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Nothing may download at run time: every model comes from an installed package.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +20,14 @@ def docs_root() -> Path:
     if not (root / "tutorials").is_dir():
         pytest.fail(f"Godot docs corpus not found at {root} (set GODOT_DOCS)")
     return root
+
+
+@pytest.fixture(scope="session")
+def engine():  # noqa: ANN201 - pipeline.engine.Engine, imported lazily
+    """The built-in KB with its BM25 index and MiniLM vectors (cached on disk after the first build)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from pipeline.engine import Engine
+
+    eng = Engine.open()
+    eng.dense(None)
+    return eng

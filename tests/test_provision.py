@@ -89,5 +89,5 @@ def test_corrupt_gguf_fails_to_load_with_a_message(tmp_path: Path) -> None:
 
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 4096)
-    with pytest.raises(ModelError, match="cannot load bad.gguf"):
+    with pytest.raises(ModelError, match=r"cannot load bad\.gguf"):
         QwenGGUF(bad).load()

@@ -16,13 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from pipeline.evidence import Evidence, sanitize_for_model, verify
+from pipeline.evidence import Evidence, sanitize_for_model, strip_comments, verify
 from pipeline.models.qwen import Cancelled, QwenGGUF, Timeout
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk
 
-PROMPT_VERSION = "v1"
-# Calibrated on the dev set (see BENCHMARKS.md / the issue notes); overridable per run.
+PROMPT_VERSION = "v2"
+# Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
+# yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
 DEFAULT_THRESHOLDS = {"qwen-1.5b": 1.6, "qwen-0.5b": 0.0}
+PRIOR_WEIGHT = {"qwen-1.5b": 0.0, "qwen-0.5b": 0.0}
 
 SYSTEM = (
     "You check search results for Godot 4 GDScript. A RECORD counts only if it contains a direct string, "
@@ -42,56 +44,53 @@ item ::= [1-9] [0-9]? | "\"" [^"\\\n]{1,40} "\""
 
 
 def _head(code: str) -> str:
+    """The shared prefix: identical for every record of one chunk, so its KV cache is reused."""
     return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
-            f"SOURCE_CODE:\n```gdscript\n{sanitize_for_model(code)}```\n")
+            f"SOURCE_CODE:\n```gdscript\n{sanitize_for_model(code)}```\n{QUESTION}\n")
 
 
-def _windows(code_blocks: list[str], facts: list[str], budget: int) -> str:
-    """Code lines around the evidence, so the judge sees the match in context, not the whole page."""
+def _windows(code_blocks: list[str], facts: list[str], max_lines: int = 5) -> str:
+    """For each fact, the first code line that holds it: the judge sees the match, not the page."""
+    lines = [ln.strip() for b in code_blocks for ln in strip_comments(b).splitlines() if ln.strip()]
     keep: list[str] = []
-    for block in code_blocks:
-        lines = block.splitlines()
-        hits = {i for i, ln in enumerate(lines) if any(f.strip('"$') in ln for f in facts)}
-        chosen = sorted({j for i in hits for j in (i - 1, i, i + 1) if 0 <= j < len(lines)})
-        prev = -2
-        for j in chosen:
-            if j != prev + 1 and keep:
-                keep.append("  …")
-            keep.append(lines[j])
-            prev = j
-    if not keep and code_blocks:
-        keep = code_blocks[0].splitlines()[:8]
-    return "\n".join(keep)[:budget]
+    for f in facts:
+        needle = f.strip('"').lstrip("$%")
+        hit = next((ln for ln in lines if needle in ln), None)
+        if hit and hit not in keep:
+            keep.append(hit)
+    return "\n".join(ln[:100] for ln in (keep or lines[:3])[:max_lines])
 
 
-def record_view(record: AnyRecord, ev: Evidence, budget: int = 700) -> str:
-    facts = ev.texts
+def record_view(record: AnyRecord, ev: Evidence) -> str:
+    """A compact view: the fields that carry evidence, plus code lines around it (~100 tokens)."""
+    facts = ev.texts + ev.only_in_code
     if isinstance(record, DocsChunk):
         body = [f"source: {record.source} — {record.section}",
-                f"api_symbols: {', '.join(record.api_symbols[:12])}",
-                f"text: {record.content[:220]}",
-                "code:\n" + _windows(record.code_blocks, facts, budget)]
+                f"api_symbols: {', '.join(record.api_symbols[:6])}",
+                "code:\n" + _windows(record.code_blocks, facts)]
     elif isinstance(record, ApiMapping):
-        body = [f"source_api: {record.source_api}", f"source_pattern: {record.source_pattern}",
-                f"match_terms: {', '.join(record.match_terms[:10])}", f"description: {record.description[:240]}"]
+        body = [f"source_api: {record.source_api}", f"match_terms: {', '.join(record.match_terms[:6])}",
+                f"description: {record.description[:120]}"]
+        if len(record.source_pattern) <= 60:  # long generated regexes cost tokens and say little
+            body.insert(1, f"source_pattern: {record.source_pattern}")
         if record.before_code:
             body.append(f"before_code: {record.before_code}  after_code: {record.after_code}")
     else:
-        body = [f"label: {record.label}", f"description: {record.description[:200]}",
-                f"match_terms: {', '.join(record.match_terms[:10])}",
-                "code:\n" + _windows([record.prototype_code], facts, budget)]
+        body = [f"label: {record.label}", f"description: {record.description[:100]}",
+                f"match_terms: {', '.join(record.match_terms[:6])}",
+                "code:\n" + _windows([record.prototype_code], facts)]
     return "\n".join(body)
 
 
 def record_prompt(record: AnyRecord, ev: Evidence) -> str:
-    facts = "\n".join(f"{i.n}. {i.text}  (record field: {i.field})" for i in ev.items) or "none"
+    facts = "\n".join(f"{i.n}. {i.text} ({i.field})" for i in ev.items[:6]) or "none"
     parts = [f"RECORD ({record.kind}):\n{record_view(record, ev)}",
              f"FACTS FOUND IN BOTH:\n{facts}",
-             f"ONLY IN SOURCE_CODE: {', '.join(ev.only_in_code) or 'nothing'}",
-             f"ONLY IN RECORD: {', '.join(ev.only_in_record) or 'nothing'}"]
+             f"ONLY IN SOURCE_CODE: {', '.join(ev.only_in_code[:5]) or 'nothing'}",
+             f"ONLY IN RECORD: {', '.join(ev.only_in_record[:3]) or 'nothing'}"]
     if ev.conflicts:
         parts.append("CONFLICTS: " + "; ".join(ev.conflicts))
-    return "\n".join(parts) + f"\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n" + '{"verdict": "'
+    return "\n".join(parts) + "\nDirect match? yes or no.<|im_end|>\n<|im_start|>assistant\n" + '{"verdict": "'
 
 
 @dataclass
@@ -99,6 +98,8 @@ class Judgement:
     verdict: str  # yes | no | timeout | error | unparsable | cancelled
     margin: float | None = None
     threshold: float | None = None
+    score: float | None = None  # margin + evidence prior: what the threshold applies to
+    coverage: float | None = None
     model_token: str = ""  # what the model would have sampled first
     evidence: list[dict[str, object]] = field(default_factory=list)  # {text, verified, n}
     raw: str = ""
@@ -116,10 +117,17 @@ class QwenValidator:
 
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, model: QwenGGUF, key: str, threshold: float | None = None) -> None:
+    def __init__(self, model: QwenGGUF, key: str, threshold: float | None = None,
+                 prior_weight: float | None = None) -> None:
         self.model, self.key = model, key
         self.threshold = DEFAULT_THRESHOLDS.get(key, 1.0) if threshold is None else threshold
+        self.prior_weight = PRIOR_WEIGHT.get(key, 0.0) if prior_weight is None else prior_weight
         self.name = f"{key} ({model.path.name})"
+
+    def verdict_for(self, margin: float, ev: Evidence) -> tuple[str, float]:
+        """Threshold the judge score; also used to re-decide cached margins under new settings."""
+        score = margin + self.prior_weight * (ev.coverage - 0.5)
+        return ("yes" if score >= self.threshold else "no"), score
 
     def judge(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0,
               cancelled: Callable[[], bool] | None = None) -> Judgement:
@@ -133,7 +141,7 @@ class QwenValidator:
                              message=f"no answer within {timeout_s:.0f} s")
         except Cancelled:
             return Judgement("cancelled", ms=(time.perf_counter() - t0) * 1000, message="cancelled by the user")
-        verdict = "yes" if yn.margin >= self.threshold else "no"
+        verdict, score = self.verdict_for(yn.margin, ev)
         raw = '{"verdict": "' + verdict + '", "evidence": ['
         items: list[dict[str, object]] = []
         if verdict == "yes" and ev.items:
@@ -147,8 +155,8 @@ class QwenValidator:
             items = self._parse_items(gen, code, record, ev)
         else:
             raw += "]}"
-        j = Judgement(verdict, yn.margin, self.threshold, yn.top.strip(), items, raw, yn.prompt_tokens,
-                      yn.reused_tokens, (time.perf_counter() - t0) * 1000)
+        j = Judgement(verdict, yn.margin, self.threshold, score, ev.coverage, yn.top.strip(), items, raw,
+                      yn.prompt_tokens, yn.reused_tokens, (time.perf_counter() - t0) * 1000)
         try:
             json.loads(raw)
         except json.JSONDecodeError:

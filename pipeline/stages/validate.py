@@ -39,7 +39,8 @@ class VerdictCache:
 
     @staticmethod
     def key(validator: QwenValidator, code: str, record_json: str) -> str:
-        parts = [validator.key, validator.model.path.name, validator.prompt_version, str(validator.threshold),
+        # The threshold is not part of the key: cached margins are re-decided under new settings.
+        parts = [validator.key, validator.model.path.name, validator.prompt_version,
                  hashlib.sha256(sanitize_for_model(code).encode()).hexdigest(),
                  hashlib.sha256(record_json.encode()).hexdigest()]
         return "|".join(parts)
@@ -72,11 +73,13 @@ class Validate:
 
     def __init__(self, store: KBStore, validator: QwenValidator | None, *, top_k: int = 8,
                  policy: str = "qwen_and_evidence", timeout_s: float = 30.0,
-                 cache: VerdictCache | None = None, unavailable: str = "") -> None:
+                 cache: VerdictCache | None = None, unavailable: str = "",
+                 weight: Callable[[str], float] | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown accept policy {policy!r}; choose one of {', '.join(POLICIES)}")
         self.store, self.validator, self.top_k, self.policy = store, validator, top_k, policy
         self.timeout_s, self.cache, self.unavailable = timeout_s, cache, unavailable
+        self.weight = weight
 
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: ProgressFn | None = None,
             cancelled: Callable[[], bool] | None = None) -> tuple[list[FinalItem], StageTrace]:
@@ -87,22 +90,24 @@ class Validate:
         stats = {"judged": 0, "cached": 0, "prompt_tokens": 0, "reused_tokens": 0}
         for n, item in enumerate(final):
             record = self.store.get(item.record_id)
-            ev = collect(chunk.text, record)
+            ev = collect(chunk.text, record, weight=self.weight)
             row: dict[str, object] = {"rank": item.rank, "record_id": item.record_id, "source": item.source,
                                       "section": item.section, "kind": item.kind,
                                       "deterministic": [{"n": e.n, "text": e.text, "field": e.field}
                                                         for e in ev.items],
                                       "only_in_code": ev.only_in_code, "only_in_record": ev.only_in_record,
-                                      "conflicts": ev.conflicts}
+                                      "conflicts": ev.conflicts, "coverage": ev.coverage}
             j: Judgement | None = None
             if item in todo and self.policy != "evidence_only" and self.validator is not None:
                 if progress:
                     progress(n, len(todo), item.source or item.record_id)
                 key = VerdictCache.key(self.validator, chunk.text, record_line(record)) if self.cache else ""
                 j = self.cache.get(key) if self.cache else None
-                if j is not None:
+                if j is not None and j.margin is not None:
                     stats["cached"] += 1
                     row["cached"] = True
+                    j.verdict, j.score = self.validator.verdict_for(j.margin, ev)
+                    j.threshold, j.coverage = self.validator.threshold, ev.coverage
                 else:
                     try:
                         j = self.validator.judge(chunk.text, record, ev, timeout_s=self.timeout_s,
