@@ -8,6 +8,10 @@ PORT ?= 8501
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# A portable llama.cpp build: this VM's CPU advertises AMX/AVX-512 FP16 that a native
+# build uses and the hypervisor refuses (SIGILL). AVX2+FMA runs on every x86-64 here.
+export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
 .PHONY: demo test install models kb index lint bench freeze clean-cache
 

@@ -23,7 +23,7 @@ def docs_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def engine():  # noqa: ANN201 - pipeline.engine.Engine, imported lazily
+def engine():
     """The built-in KB with its BM25 index and MiniLM vectors (cached on disk after the first build)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from pipeline.engine import Engine

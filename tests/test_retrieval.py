@@ -13,11 +13,11 @@ REF = Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd"
 
 
 @pytest.fixture(scope="module")
-def trace(engine: Engine):  # noqa: ANN201
+def trace(engine: Engine):
     return engine.run(REF.read_bytes(), Settings(alternatives=("D",), run_validator=False))
 
 
-def test_d_top_two_docs_are_coding_the_player_movement_and_clamp(trace) -> None:  # noqa: ANN001
+def test_d_top_two_docs_are_coding_the_player_movement_and_clamp(trace) -> None:
     docs = [it for it in trace.alternatives["D"].final if it.kind == "docs_chunk"]
     top2 = docs[:2]
     assert all(it.source == "first_2d_game/coding_the_player" for it in top2), [d.source for d in docs[:5]]
@@ -29,7 +29,7 @@ def test_d_top_two_docs_are_coding_the_player_movement_and_clamp(trace) -> None:
     assert third_d > max(it.rank for it in top2)
 
 
-def test_bm25_explains_matched_terms_as_written(trace) -> None:  # noqa: ANN001
+def test_bm25_explains_matched_terms_as_written(trace) -> None:
     bm25 = trace.alternatives["D"].stage("bm25")
     row = next(r for r in bm25.candidates if r["record_id"].endswith("coding-the-player-p3"))
     written = {m["as_written"] for m in row["matched"]}
@@ -39,7 +39,7 @@ def test_bm25_explains_matched_terms_as_written(trace) -> None:  # noqa: ANN001
     assert all(m["contribution"] > 0 for m in row["matched"])
 
 
-def test_trace_shape_and_provenance(trace) -> None:  # noqa: ANN001
+def test_trace_shape_and_provenance(trace) -> None:
     d = trace.alternatives["D"]
     assert [s.name for s in d.stages] == ["bm25", "embedding", "union", "fusion", "validate"]
     assert d.stage("validate").status == "skipped"
