@@ -161,7 +161,7 @@ def run_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print the full trace as JSON")] = False,
     truncate: Annotated[bool, typer.Option(help="cut a chunk over 64 KiB instead of refusing it")] = False,
     fusion: Annotated[str, typer.Option(help="rrf, minmax or zscore")] = "rrf",
-    alpha: Annotated[float, typer.Option(help="BM25 weight for minmax/zscore fusion")] = 0.5,
+    alpha: Annotated[float, typer.Option(help="BM25 weight in fusion (0.5 = plain RRF)")] = 0.85,
 ) -> None:
     """Run D and/or F on one chunk and print the trace."""
     from pydantic import ValidationError

@@ -21,7 +21,9 @@ class Settings(BaseModel):
     f_bm25_k: int = Field(80, ge=1, le=1000)
     f_dense_k: int = Field(80, ge=1, le=1000)
     fusion: FusionMethod = "rrf"
-    alpha: float = Field(0.5, ge=0.0, le=1.0)  # weight of BM25 in convex fusion
+    # Weight of BM25 in every fusion mode (RRF weights 2α and 2(1−α)). 0.85 measured best on the dev
+    # set (BENCHMARKS.md): MiniLM is a text model, so the keyword leg leads and embeddings break ties.
+    alpha: float = Field(0.85, ge=0.0, le=1.0)
     rrf_k: int = Field(60, ge=1)
     final_k: int = Field(20, ge=1, le=200)
     embedder: str | None = None  # sentence-transformers folder; None = MiniLM from its package

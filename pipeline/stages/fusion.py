@@ -64,7 +64,7 @@ class Fusion:
         if self.method == "rrf":
             scored = [self._rrf(c) for c in cands]
             # The best possible RRF score: rank 1 on both legs. Shown instead of a misleading percentage.
-            explain.update(rrf_k=self.rrf_k, max_possible=2.0 / (self.rrf_k + 1))
+            explain.update(rrf_k=self.rrf_k, alpha=self.alpha, max_possible=2.0 / (self.rrf_k + 1))
         else:
             norm = NORMALISERS[self.method]
             nb, eb = norm(_leg_scores(cands, "bm25"), BM25_MINMAX_FLOOR)
@@ -78,9 +78,9 @@ class Fusion:
         return RankedResult("fusion", items, (time.perf_counter() - t0) * 1000, self.method, explain)
 
     def _rrf(self, c: UnionCandidate) -> tuple[float, dict[str, float]]:
-        # Ranks are 1-based, so the best document gets 1/(k+1).
-        b = 1.0 / (self.rrf_k + c.bm25_rank) if c.bm25_rank else 0.0
-        d = 1.0 / (self.rrf_k + c.dense_rank) if c.dense_rank else 0.0
+        # Ranks are 1-based, so the best document gets 1/(k+1). Weights 2α and 2(1−α): α = 0.5 is plain RRF.
+        b = 2 * self.alpha / (self.rrf_k + c.bm25_rank) if c.bm25_rank else 0.0
+        d = 2 * (1 - self.alpha) / (self.rrf_k + c.dense_rank) if c.dense_rank else 0.0
         return b + d, {"bm25_raw": c.bm25_score or 0.0, "bm25_rank": float(c.bm25_rank or 0),
                        "bm25_contribution": b, "embedding_raw": c.dense_score or 0.0,
                        "embedding_rank": float(c.dense_rank or 0), "embedding_contribution": d}
