@@ -68,7 +68,7 @@ def main(runs: int = 3) -> dict[str, object]:
     return out
 
 
-def engine_chunk(engine: Engine, code: str):  # noqa: ANN201
+def engine_chunk(engine: Engine, code: str):
     from pipeline.chunk import prepare_chunk
 
     return prepare_chunk(code)

@@ -204,7 +204,12 @@ def collect(code: str, record: AnyRecord, max_items: int = 8,
     if _MARK_3D.search(stripped) and not _MARK_2D.search(stripped) and _MARK_2D.search(rec_text) \
             and not _MARK_3D.search(rec_text):
         conflicts.append("the code is 3D but the record is about 2D")
-    w = weight or (lambda _f: 1.0)
+    base = weight or (lambda _f: 1.0)
+
+    def w(f: str) -> float:
+        # Strings are action names and labels: evidence, but weaker than an API call.
+        return base(f) * (0.5 if f.startswith('"') else 1.0)
+
     total = sum(w(f) for f in facts)
     coverage = sum(w(f) for f in facts if f in matched) / total if total else 0.0
     return Evidence(items, only_code, only_rec, conflicts, round(coverage, 4))

@@ -35,7 +35,9 @@ class SentenceTransformerEmbedder:
         self.path = model_path or default_embedder_path()
         if not Path(self.path).is_dir():
             raise ModelError(f"embedder folder not found: {self.path} (set {EMBEDDER_ENV} or the setting)")
-        self.name = Path(self.path).name
+        self.name = Path(self.path).name  # part of the vector cache key: keep stable
+        is_default = model_path is None and EMBEDDER_ENV not in os.environ
+        self.title = "all-MiniLM-L6-v2" if is_default else self.name
         self.batch_size = batch_size
         self._model = None
         self._lock = threading.Lock()  # torch modules are not safe to call from two sessions at once

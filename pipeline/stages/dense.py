@@ -26,7 +26,8 @@ class DenseRetriever:
         qvec = self.embedder.encode([chunk.text[:QUERY_CHARS]])[0]
         hits = [LegHit(self.store.records[i].id, rank, sim)
                 for rank, (i, sim) in enumerate(self.vectors.search(qvec, k or self.k), start=1)]
-        return LegResult("embedding", hits, (time.perf_counter() - t0) * 1000, self.vectors.model)
+        model = getattr(self.embedder, "title", self.vectors.model)
+        return LegResult("embedding", hits, (time.perf_counter() - t0) * 1000, model)
 
     def trace(self, result: LegResult) -> StageTrace:
         rows = []

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from pipeline import config
 from pipeline.evidence import collect, sanitize_for_model
@@ -32,10 +33,10 @@ ProgressFn = Callable[[int, int, str], None]
 
 
 class VerdictCache:
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
         import diskcache
 
-        self._cache = diskcache.Cache(str(config.cache_dir() / "verdicts"))
+        self._cache = diskcache.Cache(str(folder or config.cache_dir() / "verdicts"))
 
     @staticmethod
     def key(validator: QwenValidator, code: str, record_json: str) -> str:
