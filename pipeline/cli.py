@@ -228,6 +228,16 @@ def eval_cmd(
         typer.echo(f"{system} accept: " + ", ".join(f"{k} {v:.3f}" for k, v in vals.items()))
 
 
+def _register_batch() -> None:
+    from pipeline.cli_batch import batch_command
+
+    app.command("batch", help="Run D and/or F over .gd files or folders, resumably, one result line per chunk.")(
+        batch_command)
+
+
+_register_batch()
+
+
 @models_app.callback(invoke_without_command=True)
 def models_default(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:

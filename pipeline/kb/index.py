@@ -96,10 +96,14 @@ def open_vectors(store: KBStore, embedder: Embedder, progress: Progress | None =
     with diskcache.Cache(str(root / "texts")) as cache:
         for i, h in enumerate(hashes):
             v = cache.get(h)
-            if isinstance(v, bytes):
+            if isinstance(v, bytes) and len(v) % 4 == 0:
                 arr = np.frombuffer(v, dtype=np.float32)
                 if arr.size and np.isfinite(arr).all():
                     rows[i] = arr
+        sizes = [r.size for r in rows if r is not None]
+        if sizes:  # an entry of the wrong length is damaged: recompute it rather than trust it
+            dim = max(set(sizes), key=sizes.count)
+            rows = [r if r is not None and r.size == dim else None for r in rows]
         todo = [i for i in range(n) if rows[i] is None]
         done = n - len(todo)
         if progress:

@@ -47,12 +47,20 @@ class VerdictCache:
         return "|".join(parts)
 
     def get(self, key: str) -> Judgement | None:
+        """A damaged or ill-typed entry is a miss, never a wrong verdict."""
         try:
             raw = self._cache.get(key)
-            return Judgement(**json.loads(raw)) if isinstance(raw, str) else None
+            if not isinstance(raw, str):
+                return None
+            j = Judgement(**json.loads(raw))
         except Exception as exc:
             log.warning("verdict cache entry unusable (%s); judging again", exc)
             return None
+        ok = (j.verdict in ("yes", "no") and isinstance(j.margin, int | float) and not isinstance(j.margin, bool)
+              and isinstance(j.evidence, list) and all(isinstance(e, dict) for e in j.evidence))
+        if not ok:
+            log.warning("verdict cache entry %s has the wrong shape; judging again", key[:40])
+        return j if ok else None
 
     def set(self, key: str, j: Judgement) -> None:
         if j.verdict in ("yes", "no"):  # timeouts and errors are retried next time

@@ -1,0 +1,98 @@
+"""``python -m pipeline batch PATH... --out results.jsonl``: the batch command.
+
+Registered in pipeline/cli.py with ``app.command("batch")(batch_command)``; also runs
+on its own as ``python -m pipeline.cli_batch PATH...``. Nothing heavy is imported
+until the command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def batch_command(
+    paths: Annotated[list[Path], typer.Argument(help="GDScript files, or folders searched for *.gd")],
+    out: Annotated[Path, typer.Option(help="results JSONL; appended to, and read to resume")] = Path("results.jsonl"),
+    alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
+    validate: Annotated[bool, typer.Option("--validate/--no-validate", help="run the Qwen validator")] = True,
+    max_lines: Annotated[int, typer.Option(min=1, help="longest chunk; longer blocks are split at blank lines")
+                         ] = 120,
+    kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
+    reranker: Annotated[str, typer.Option(help="F's reranker: qwen, bge or none (union order, no model)")
+                        ] = "qwen",
+    top: Annotated[int, typer.Option(min=0, help="ranked records kept per alternative besides the accepted")
+                   ] = 5,
+    retry_errors: Annotated[bool, typer.Option(
+        help="redo chunks whose newest result is an error or not ok (e.g. a validator timeout)")] = False,
+    truncate: Annotated[bool, typer.Option(help="cut a chunk over 64 KiB instead of recording an error")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar on stderr")] = True,
+) -> None:
+    """Run D and/or F over every chunk (top-level function or class) of files or folders; resumable.
+
+    One JSON line per chunk is appended to --out as soon as it is done. A re-run
+    skips chunks already there (same code, settings and KB), so an interrupted
+    batch continues where it stopped.
+    """
+    from pydantic import ValidationError
+    from tqdm import tqdm
+
+    from pipeline.batch import BatchError, run_batch
+    from pipeline.models.provision import ModelError
+    from pipeline.settings import Settings
+
+    choice = alt.upper()
+    if choice not in ("D", "F", "BOTH"):
+        _fail(f"--alt must be D, F or both, not {alt!r}")
+    try:
+        settings = Settings(alternatives=("D", "F") if choice == "BOTH" else (choice,),  # type: ignore[arg-type]
+                            run_validator=validate, reranker=reranker)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        _fail("invalid setting: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+
+    bars: dict[str, tqdm] = {}
+
+    def engine_progress(step: str, done: int, total: int) -> None:
+        bar = bars.get(step)
+        if bar is None:
+            bar = bars[step] = tqdm(total=total, desc=step, file=sys.stderr, leave=False, disable=not progress)
+        bar.update(done - bar.n)
+
+    try:
+        report = run_batch(paths, out, settings, kb=kb, max_lines=max_lines, retry_errors=retry_errors, top=top,
+                           truncate=truncate, show_progress=progress, engine_progress=engine_progress)
+    except KeyboardInterrupt:
+        typer.secho(f"interrupted; every finished chunk is in {out}: run the same command again to resume",
+                    fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(130) from None
+    except (BatchError, OSError, ValueError, ModelError) as exc:  # OSError: unreadable input, full disk
+        _fail(str(exc))
+    finally:
+        for bar in bars.values():
+            bar.close()
+    typer.echo(f"{report.chunks} chunks in {report.files} files: {report.done} run now, {report.skipped} already "
+               f"in {report.out}, {report.errors} errors, {report.degraded} with a stage error")
+    if report.empty_files:
+        typer.echo(f"{len(report.empty_files)} files had no code to run: " + ", ".join(report.empty_files[:5])
+                   + (" ..." if len(report.empty_files) > 5 else ""))
+    if report.errors and not retry_errors:
+        typer.echo("error lines carry an \"error\" field; --retry-errors redoes those chunks")
+
+
+def main() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    typer.run(batch_command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Altair charts for the panels. Colours carry meaning only (up/down, yes/no) and read on both themes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+UP, DOWN, SAME = "moved up", "moved down", "unchanged"
+DIRECTION_SCALE = alt.Scale(domain=[UP, DOWN, SAME], range=["#22a35a", "#e0484b", "#8c8c8c"])
+VERDICT_SCALE = alt.Scale(domain=["yes", "no", "other"], range=["#22a35a", "#e0484b", "#8c8c8c"])
+LABEL_CHARS = 48
+
+
+def short(text: str, n: int = LABEL_CHARS) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def row_label(row: dict[str, Any], n: int = LABEL_CHARS) -> str:
+    """``rank. source › section`` — unique per row and readable as an axis label."""
+    name = row.get("source") or row.get("record_id", "")
+    if row.get("section"):
+        name = f"{name} › {row['section']}"
+    rank = row.get("rank") or row.get("union_rank")
+    return short(f"{rank}. {name}" if rank is not None else str(name), n)
+
+
+STEP = {"step": 22}  # px per bar: every label stays readable (vega would drop every other one)
+
+
+def _y(field: str = "label:N") -> alt.Y:
+    return alt.Y(field, sort=None, title=None, axis=alt.Axis(labelLimit=320, labelOverlap=False))
+
+
+def similarity_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Chart:
+    df = pd.DataFrame([{"label": row_label(r), "similarity": r["similarity"], "record": r["record_id"],
+                        "kind": r.get("kind", "")} for r in rows[:top]])
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("similarity:Q", title="cosine similarity", scale=alt.Scale(zero=True)),
+        y=_y(),
+        color=alt.Color("kind:N", title="kind", legend=alt.Legend(orient="bottom")),
+        tooltip=["record", "kind", alt.Tooltip("similarity:Q", format=".4f")],
+    ).properties(height=STEP)
+
+
+def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top: int = 15,
+                before_key: str = "before", after_key: str = "rank", cap: int = 30) -> alt.LayerChart:
+    """Rank before → rank after for the top ``top`` after the stage; lines coloured by direction.
+
+    Ranks below ``cap`` are drawn at the cap (tooltips keep the true rank), so one candidate that
+    climbed from rank 70 does not squeeze the other fourteen labels together.
+    """
+    picked = sorted((r for r in rows if r.get(after_key) is not None), key=lambda r: r[after_key])[:top]
+    long: list[dict[str, Any]] = []
+    for r in picked:
+        b, a = r.get(before_key), r[after_key]
+        direction = SAME if b is None or b == a else (UP if a < b else DOWN)
+        label = short(str(r.get("source") or r["record_id"]) + (f" › {r['section']}" if r.get("section") else ""), 34)
+        for x, rank in ((0, b), (1, a)):
+            if rank is not None:
+                long.append({"x": x, "y": min(rank, cap), "record": label, "id": r["record_id"],
+                             "direction": direction, "shift": (b - a) if b is not None else None,
+                             "before": b, "after": a, "capped": rank > cap})
+    df = pd.DataFrame(long)
+    ymax = max([2.0, *(float(v) for v in df["y"])]) if not df.empty else 2.0
+    y = alt.Y("y:Q", scale=alt.Scale(reverse=True, domain=[0, ymax + 0.5], nice=False), title="rank",
+              axis=alt.Axis(values=list(range(1, int(ymax) + 1, 1 if ymax <= 20 else 5)), grid=False))
+    x = alt.X("x:Q", scale=alt.Scale(domain=[-0.08, 2.5]), axis=None)  # the right part holds the labels
+    color = alt.Color("direction:N", scale=DIRECTION_SCALE, legend=alt.Legend(orient="bottom", title=None))
+    tooltip = ["record", "before", "after", "shift"]
+    base = alt.Chart(df).encode(x=x, y=y, color=color, detail="id:N", tooltip=tooltip)
+    lines = base.mark_line(strokeWidth=2) + base.mark_circle(size=45, opacity=1)
+    labels = alt.Chart(df[df["x"] == 1]).mark_text(align="left", dx=8, fontSize=11).encode(
+        x=x, y=y, text="record:N", color=alt.Color("direction:N", scale=DIRECTION_SCALE, legend=None),
+        tooltip=tooltip)
+    heads = alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, 0], "text": [before, after]})).mark_text(
+        fontWeight="bold", fontSize=11, baseline="top").encode(x=x, y=y, text="text:N")
+    return (lines + labels + heads).properties(height=max(240, int(20 * ymax)))
+
+
+def contribution_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Chart:
+    """Fusion score split into its BM25 and embedding contributions (stacked)."""
+    long = []
+    for r in rows[:top]:
+        for leg, key in (("BM25", "bm25_contribution"), ("embedding", "embedding_contribution")):
+            long.append({"label": row_label(r), "leg": leg, "contribution": float(r.get(key) or 0.0),
+                         "record": r["record_id"]})
+    df = pd.DataFrame(long)
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("sum(contribution):Q", title="fused score"),
+        y=_y(),
+        color=alt.Color("leg:N", title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=["record", "leg", alt.Tooltip("contribution:Q", format=".5f")],
+    ).properties(height=STEP)
+
+
+def score_bars(rows: Sequence[dict[str, Any]], field: str, title: str, top: int = 15) -> alt.Chart:
+    df = pd.DataFrame([{"label": row_label(r), "score": float(r.get(field) or 0.0), "record": r["record_id"]}
+                       for r in rows[:top]])
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("score:Q", title=title),
+        y=_y(),
+        tooltip=["record", alt.Tooltip("score:Q", format=".3f")],
+    ).properties(height=STEP)
+
+
+def margin_chart(rows: Sequence[dict[str, Any]], threshold: float | None) -> alt.Chart:
+    """Qwen's yes−no margin per judged candidate, with the acceptance threshold as a rule."""
+    df = pd.DataFrame([{"label": row_label(r), "margin": float(r["margin"]), "record": r["record_id"],
+                        "verdict": r.get("verdict") if r.get("verdict") in ("yes", "no") else "other",
+                        "accepted": "accepted" if r.get("accepted") else "not accepted"}
+                       for r in rows if r.get("margin") is not None])
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("margin:Q", title="yes − no logit margin"),
+        y=_y(),
+        color=alt.Color("verdict:N", scale=VERDICT_SCALE, legend=alt.Legend(orient="bottom", title="Qwen")),
+        tooltip=["record", "verdict", "accepted", alt.Tooltip("margin:Q", format=".2f")],
+    )
+    chart: alt.LayerChart | alt.Chart = bars
+    if threshold is not None:
+        rule = alt.Chart(pd.DataFrame({"threshold": [threshold]})).mark_rule(strokeDash=[5, 3], strokeWidth=2).encode(
+            x="threshold:Q", tooltip=[alt.Tooltip("threshold:Q", title="threshold")])
+        chart = bars + rule
+    return chart.properties(height=STEP)
+
+
+def latency_bars(df: pd.DataFrame) -> alt.Chart:
+    """Stacked seconds per stage, one bar per alternative (df: alternative, stage, seconds)."""
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("sum(seconds):Q", title="seconds"),
+        y=alt.Y("alternative:N", title=None),
+        color=alt.Color("stage:N", legend=alt.Legend(orient="bottom", title="stage"),
+                        sort=["bm25", "embedding", "union", "fusion", "rerank", "validate"]),
+        order=alt.Order("order:Q"),
+        tooltip=["alternative", "stage", alt.Tooltip("seconds:Q", format=".2f")],
+    ).properties(height=130)
+
+
+def metric_bars(df: pd.DataFrame, value: str = "value") -> alt.Chart:
+    """Grouped bars: one facet column per metric, one bar per system (df: system, metric, value)."""
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("system:N", title=None, axis=alt.Axis(labelAngle=-30)),
+        y=alt.Y(f"{value}:Q", title=None, scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("system:N", legend=None),
+        column=alt.Column("metric:N", title=None),
+        tooltip=["system", "metric", alt.Tooltip(f"{value}:Q", format=".3f")],
+    ).properties(width=150, height=200)

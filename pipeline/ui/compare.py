@@ -1,0 +1,166 @@
+"""D and F side by side on one chunk: final lists, agreement, rank shifts, latency, model usage."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pipeline.kb.store import KBStore
+from pipeline.trace import AlternativeTrace, FinalItem, Trace
+from pipeline.ui import charts
+from pipeline.ui.render import ALT_TITLES, VERDICT_ICONS, fmt_seconds, record_name
+
+STAGE_ORDER = ["bm25", "embedding", "union", "fusion", "rerank", "validate"]
+MARK = {True: "accepted", False: "rejected", None: "—"}
+
+
+def _final_table(alt_: AlternativeTrace) -> pd.DataFrame:
+    return pd.DataFrame([{"decision": MARK[it.accepted], "rank": it.rank, "record": record_name(it),
+                          "Qwen": VERDICT_ICONS.get(it.verdict, it.verdict), "score": it.score,
+                          "record_id": it.record_id} for it in alt_.final],
+                        columns=["decision", "rank", "record", "Qwen", "score", "record_id"])
+
+
+def _ids(items: list[FinalItem]) -> dict[str, FinalItem]:
+    return {it.record_id: it for it in items}
+
+
+def agreement(d: AlternativeTrace, f: AlternativeTrace) -> dict[str, list[str]]:
+    """Accepted record ids: by both, only by D, only by F (a merged duplicate counts as the same record)."""
+    def accepted(a: AlternativeTrace) -> dict[str, set[str]]:
+        return {it.record_id: {it.record_id, *it.group} for it in a.final if it.accepted}
+
+    da, fa = accepted(d), accepted(f)
+    both = [rid for rid, ids in da.items() if any(ids & other for other in fa.values())]
+    only_d = [rid for rid in da if rid not in both]
+    only_f = [rid for rid, ids in fa.items() if not any(ids & other for other in da.values())]
+    return {"both": both, "only D": only_d, "only F": only_f}
+
+
+def _ranks(a: AlternativeTrace, stage: str) -> dict[str, int]:
+    st_ = a.stage(stage)
+    return {r["record_id"]: r["rank"] for r in st_.candidates} if st_ else {}
+
+
+def shift_rows(d: AlternativeTrace, f: AlternativeTrace, top: int = 15) -> list[dict[str, Any]]:
+    """Records in either top ``top``, with their rank in D (fusion) and in F (reranker)."""
+    rd, rf = _ranks(d, "fusion"), _ranks(f, "rerank")
+    info = {r["record_id"]: r for a, s in ((d, "fusion"), (f, "rerank")) if (x := a.stage(s))
+            for r in x.candidates}
+    picked = [rid for rid, n in rd.items() if n <= top] + [rid for rid, n in rf.items() if n <= top]
+    rows = []
+    for rid in dict.fromkeys(picked):
+        r = info[rid]
+        rows.append({"record_id": rid, "source": r.get("source"), "section": r.get("section"),
+                     "before": rd.get(rid), "rank": rf.get(rid)})
+    return rows
+
+
+def latency_frame(trace: Trace) -> pd.DataFrame:
+    rows = []
+    for name, a in trace.alternatives.items():
+        for s in a.stages:
+            rows.append({"alternative": name, "stage": s.name, "seconds": s.ms / 1000,
+                         "order": STAGE_ORDER.index(s.name) if s.name in STAGE_ORDER else 99})
+    return pd.DataFrame(rows, columns=["alternative", "stage", "seconds", "order"])
+
+
+def model_usage(trace: Trace) -> pd.DataFrame:
+    """Which model saw how many candidates, with the prompt tokens the validator evaluated."""
+    rows = []
+    for name, a in trace.alternatives.items():
+        emb = a.stage("embedding")
+        if emb is not None:
+            rows.append({"alternative": name, "stage": "embedding", "model": emb.params.get("model", "—"),
+                         "candidates sent": "1 query", "prompt tokens": None, "reused tokens": None,
+                         "seconds": emb.ms / 1000})
+        rr = a.stage("rerank")
+        if rr is not None:
+            rows.append({"alternative": name, "stage": "rerank",
+                         "model": rr.explain.get("reranker", rr.params.get("method", "—")),
+                         "candidates sent": str(rr.explain.get("scored", 0)), "prompt tokens": None,
+                         "reused tokens": None, "seconds": rr.ms / 1000})
+        v = a.stage("validate")
+        if v is not None and v.status != "skipped":
+            ex = v.explain
+            rows.append({"alternative": name, "stage": "validate", "model": v.params.get("model") or "none",
+                         "candidates sent": f"{ex.get('judged', 0) + ex.get('cached', 0)} "
+                                            f"({ex.get('cached', 0)} from cache)",
+                         "prompt tokens": ex.get("prompt_tokens", 0), "reused tokens": ex.get("reused_tokens", 0),
+                         "seconds": v.ms / 1000})
+    return pd.DataFrame(rows, columns=["alternative", "stage", "model", "candidates sent", "prompt tokens",
+                                       "reused tokens", "seconds"])
+
+
+def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str] = ()) -> None:
+    d, f = trace.alternatives.get("D"), trace.alternatives.get("F")
+    if d is None or f is None:
+        st.info("This run has only one alternative; press **Run** above to run D and F on the same chunk.")
+        return
+    if pending:
+        st.info(f"Model stages still running for {', '.join(sorted(pending))}; the comparison updates when they "
+                "finish.", icon=":material/hourglass_top:")
+
+    st.subheader("Final ranked lists", divider="gray")
+    st.caption("Each alternative's output, best first: accepted or rejected by the validator, — not judged.")
+    cols = st.columns(2)
+    for col, a in zip(cols, (d, f), strict=True):
+        with col:
+            acc = sum(1 for it in a.final if it.accepted)
+            st.markdown(f"**{ALT_TITLES[a.name]}** — {acc} accepted · {fmt_seconds(a.ms)}")
+            st.dataframe(_final_table(a), hide_index=True, height=420, column_config={
+                "decision": st.column_config.TextColumn("decision", width="small"),
+                "score": st.column_config.NumberColumn(format="%.4f"),
+                "record": st.column_config.TextColumn(width="large")})
+
+    st.subheader("Where they agree", divider="gray")
+    st.caption("Accepted records compared by id (a section merged into another counts as the same record).")
+    ag = agreement(d, f)
+    c = st.columns(3)
+    for col, (label, ids) in zip(c, (("accepted by both", ag["both"]), ("only D accepts", ag["only D"]),
+                                     ("only F accepts", ag["only F"])), strict=True):
+        with col:
+            st.metric(label, len(ids))
+            items = {**_ids(f.final), **_ids(d.final)}
+            if ids:
+                st.dataframe(pd.DataFrame({"record": [record_name(items[i]) for i in ids], "record_id": ids}),
+                             hide_index=True, column_config={"record_id": None})
+    top_d = {it.record_id for it in d.final}
+    top_f = {it.record_id for it in f.final}
+    if top_d or top_f:
+        st.caption(f"Final lists overlap: {len(top_d & top_f)} of {len(top_d | top_f)} records "
+                   f"(Jaccard {len(top_d & top_f) / max(len(top_d | top_f), 1):.2f}).")
+
+    st.subheader("Rank shifts between them", divider="gray")
+    st.caption("Rank in D (after fusion) → rank in F (after reranking) for the records in either top 15; "
+               "green = F ranks it higher, red = lower.")
+    rows = shift_rows(d, f)
+    if rows:
+        st.altair_chart(charts.slope_chart(rows, "D rank", "F rank", top=len(rows)), width="stretch")
+        missing = [r for r in rows if r["before"] is None or r["rank"] is None]
+        if missing:
+            st.caption(f"{len(missing)} record(s) appear in only one list (different top-k per leg) and are drawn "
+                       "as single points.")
+
+    st.subheader("Cost", divider="gray")
+    st.caption("Seconds per stage per alternative, and what each model was sent. Cached verdicts cost no tokens.")
+    lat = latency_frame(trace)
+    if not lat.empty:
+        st.altair_chart(charts.latency_bars(lat), width="stretch")
+    usage = model_usage(trace)
+    st.dataframe(usage, hide_index=True, column_config={
+        "seconds": st.column_config.NumberColumn(format="%.2f"),
+        "prompt tokens": st.column_config.NumberColumn(format="%d"),
+        "reused tokens": st.column_config.NumberColumn(format="%d")})
+    tok = usage.dropna(subset=["prompt tokens"])
+    if not tok.empty and (tok["prompt tokens"].sum() + tok["reused tokens"].sum()) > 0:
+        long = tok.melt(id_vars=["alternative"], value_vars=["prompt tokens", "reused tokens"],
+                        var_name="tokens", value_name="count")
+        st.altair_chart(alt.Chart(long).mark_bar().encode(
+            x=alt.X("sum(count):Q", title="validator tokens"), y=alt.Y("alternative:N", title=None),
+            color=alt.Color("tokens:N", legend=alt.Legend(orient="bottom", title=None)),
+            tooltip=["alternative", "tokens", "count"]).properties(height=110), width="stretch")

@@ -1,0 +1,174 @@
+"""Evaluation page helpers: labelled sets, the background evaluation job, and the report views."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from pipeline.engine import Engine
+from pipeline.evaluate import DEV_SET, METRICS, EvalReport, LabelledChunk, evaluate_set, load_set
+from pipeline.settings import Settings
+from pipeline.ui import charts
+from pipeline.ui.jobs import Job
+
+SYSTEM_ORDER = ["bm25", "embedding", "D union", "F union", "D", "F"]
+SYSTEM_LABELS = {"bm25": "BM25 leg", "embedding": "embedding leg", "D union": "D union", "F union": "F union",
+                 "D": "D (fusion)", "F": "F (reranker)"}
+# Rough costs on this 2-core CPU, for the estimate shown before a run.
+SECONDS_PER_JUDGEMENT = {"qwen-1.5b": 3.0, "qwen-0.5b": 1.2}
+SECONDS_PER_RERANK_DOC = 1.0
+
+
+@dataclass
+class LabelledSet:
+    name: str
+    chunks: list[LabelledChunk]
+    digest: str
+
+
+@st.cache_data(show_spinner=False)
+def dev_set() -> LabelledSet:
+    data = DEV_SET.read_bytes()
+    return LabelledSet(f"dev set ({DEV_SET.name})", load_set(DEV_SET), hashlib.sha256(data).hexdigest())
+
+
+def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
+    """``load_set`` reads a path, so the upload goes through a temporary file; errors name the upload's lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        try:
+            chunks = load_set(path)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(str(path), name)) from None
+    if not chunks:
+        raise ValueError(f"{name} has no labelled chunk")
+    return LabelledSet(name, chunks, hashlib.sha256(data).hexdigest())
+
+
+def estimate_seconds(s: Settings, n_chunks: int) -> float:
+    per = 1.0
+    if "F" in s.alternatives and s.reranker == "qwen":
+        per += SECONDS_PER_RERANK_DOC * s.rerank_top_n
+    if s.run_validator and s.accept_policy != "evidence_only":
+        per += SECONDS_PER_JUDGEMENT.get(s.validator_model, 3.0) * s.validator_top_k * len(s.alternatives)
+    return per * n_chunks
+
+
+def fmt_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def start_eval(engine: Engine, chunks: list[LabelledChunk], settings: Settings) -> Job:
+    def target(job: Job) -> EvalReport:
+        def progress(n: int, total: int, cid: str) -> None:
+            job.check()  # cancel between chunks
+            job.progress("chunks", n, total)
+            job.note = f"chunk {min(n + 1, total)} of {total}: {cid}" if n < total else "computing metrics"
+
+        return evaluate_set(engine, chunks, settings, progress)
+
+    return Job("evaluation", target).start()
+
+
+@dataclass
+class EvalRun:
+    key: str
+    name: str
+    chunks: list[LabelledChunk]
+    engine: Engine
+    estimate: float
+    job: Job | None = None
+    report: EvalReport | None = None
+    message: str = ""
+
+    def refresh(self) -> None:
+        job = self.job
+        if job is None or not job.done:
+            return
+        if job.error:
+            self.message = f"The evaluation failed: {job.error}"
+        elif job.cancelled:
+            self.message = "Evaluation cancelled; no metrics (they need every chunk)."
+        else:
+            self.report = job.result
+            st.session_state.setdefault("eval_cache", {})[self.key] = job.result
+        self.job = None
+
+
+def submit(engine: Engine, labelled: LabelledSet, n: int, settings: Settings) -> EvalRun:
+    """Start (or take from this session's cache) an evaluation of the first ``n`` chunks."""
+    chunks = labelled.chunks[:n]
+    key = "|".join([labelled.digest, str(n), settings.cache_key(), engine.store.content_hash])
+    old: EvalRun | None = st.session_state.get("eval")
+    if old is not None and old.job is not None and not old.job.done:
+        old.job.cancel.set()
+    run = EvalRun(key, labelled.name, chunks, engine, estimate_seconds(settings, n))
+    run.report = st.session_state.setdefault("eval_cache", {}).get(key)
+    if run.report is None:
+        run.job = start_eval(engine, chunks, settings)
+    st.session_state["eval"] = run
+    return run
+
+
+def current() -> EvalRun | None:
+    run: EvalRun | None = st.session_state.get("eval")
+    if run is not None:
+        run.refresh()
+    return run
+
+
+def _ordered(systems: list[str]) -> list[str]:
+    return [s for s in SYSTEM_ORDER if s in systems] + [s for s in systems if s not in SYSTEM_ORDER]
+
+
+def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
+    st.subheader("Ranking quality", divider="gray")
+    st.caption(f"Page-level metrics over the {report.n_ranked} chunks that have relevance labels (ranx): each "
+               "system's ranked records collapsed to their docs page. The union rows show what the legs can reach.")
+    if not report.metrics:
+        st.info("No chunk in this set has relevance labels, so there are no ranking metrics.")
+    else:
+        systems = _ordered(list(report.metrics))
+        table = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), **report.metrics[s]} for s in systems])
+        st.dataframe(table, hide_index=True, column_config={
+            m: st.column_config.ProgressColumn(m, format="%.3f", min_value=0.0, max_value=1.0) for m in METRICS})
+        long = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), "metric": m, "value": report.metrics[s].get(m, 0.0)}
+                             for s in systems for m in METRICS])
+        st.altair_chart(charts.metric_bars(long), width="content")
+
+    st.subheader("Acceptance", divider="gray")
+    st.caption("Of the pages each alternative accepted: how many are labelled relevant (precision), how many of "
+               "the relevant pages were accepted (recall), and how many are on a chunk's must-not-accept list.")
+    if not report.accept:
+        st.info("Validation was not part of this run: no accept/reject decisions to score.")
+    else:
+        acc = pd.DataFrame([{"alternative": a, **v} for a, v in sorted(report.accept.items())])
+        st.dataframe(acc, hide_index=True, column_config={
+            "accept_precision": st.column_config.ProgressColumn("accept precision", format="%.3f", min_value=0.0,
+                                                                max_value=1.0),
+            "accept_recall": st.column_config.ProgressColumn("accept recall", format="%.3f", min_value=0.0,
+                                                             max_value=1.0),
+            "must_not_accept_violations": st.column_config.NumberColumn("must-not-accept violations", format="%d"),
+            "accepted_pages": st.column_config.NumberColumn("accepted pages", format="%d")})
+        long = pd.DataFrame([{"system": a, "metric": m.replace("accept_", "accept "), "value": v[m]}
+                             for a, v in sorted(report.accept.items()) for m in ("accept_precision", "accept_recall")])
+        st.altair_chart(charts.metric_bars(long), width="content")
+
+    if report.per_chunk:
+        st.subheader("Per chunk", divider="gray")
+        st.caption("nDCG@10 per chunk and system; sort a column to find where a design loses.")
+        titles = {c.id: c.title for c in chunks}
+        systems = _ordered(sorted({s for v in report.per_chunk.values() for s in v}))
+        rows = [{"chunk": cid, "title": titles.get(cid, ""),
+                 **{SYSTEM_LABELS.get(s, s): v.get(s, {}).get("ndcg@10") for s in systems}}
+                for cid, v in sorted(report.per_chunk.items())]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, height=360, column_config={
+            SYSTEM_LABELS.get(s, s): st.column_config.NumberColumn(format="%.3f") for s in systems})
