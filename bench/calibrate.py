@@ -33,6 +33,16 @@ def main() -> None:
     # Threshold far below any margin: every candidate is judged, margins are cached and re-decided below.
     s = Settings(alternatives=("D",), validator_model=args.model, validator_top_k=args.top_k,
                  margin_threshold=-100.0, timeout_s=120)
+    engine.validator(s).__class__  # load once
+    from pipeline.models import validator as vmod
+
+    orig = vmod.QwenValidator.__init__
+
+    def margins_only(self, *a, **kw) -> None:
+        orig(self, *a, **kw)
+        self.generate_evidence = False
+
+    vmod.QwenValidator.__init__ = margins_only  # type: ignore[method-assign]
     rows = []
     t0 = time.time()
     for n, c in enumerate(chunks, start=1):

@@ -97,11 +97,23 @@ class BM25Index:
         for d, doc in enumerate(corpus_tokens):
             doc_len[d] = len(doc)
             flat_ids.extend([setdefault(t, len(term_ids)) for t in doc])
-        vocab = list(term_ids)
-        n_terms = len(vocab)
+        return cls.from_ids(np.asarray(flat_ids, dtype=np.int32), doc_len, list(term_ids), k1, b, epsilon)
 
+    @classmethod
+    def from_ids(
+        cls,
+        flat_ids: np.ndarray,
+        doc_len: np.ndarray,
+        vocab: list[str],
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ) -> BM25Index:
+        """Build from token ids laid end to end (``doc_len`` per doc): the path for very large corpora."""
+        n_docs = len(doc_len)
+        n_terms = len(vocab)
         rows = np.repeat(np.arange(n_docs, dtype=np.int32), doc_len)
-        cols = np.asarray(flat_ids, dtype=np.int32)
+        cols = flat_ids
         ones = np.ones(len(cols), dtype=np.float64)
         # COO -> CSC sums duplicates: the values become term frequencies.
         tf = sp.coo_matrix((ones, (rows, cols)), shape=(n_docs, n_terms)).tocsc()

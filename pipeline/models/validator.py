@@ -20,7 +20,7 @@ from pipeline.evidence import Evidence, sanitize_for_model, strip_comments, veri
 from pipeline.models.qwen import Cancelled, QwenGGUF, Timeout
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk
 
-PROMPT_VERSION = "v2"
+PROMPT_VERSION = "v3"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
 # yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
 DEFAULT_THRESHOLDS = {"qwen-1.5b": 1.6, "qwen-0.5b": 0.0}
@@ -65,9 +65,7 @@ def record_view(record: AnyRecord, ev: Evidence) -> str:
     """A compact view: the fields that carry evidence, plus code lines around it (~100 tokens)."""
     facts = ev.texts + ev.only_in_code
     if isinstance(record, DocsChunk):
-        body = [f"source: {record.source} — {record.section}",
-                f"api_symbols: {', '.join(record.api_symbols[:6])}",
-                "code:\n" + _windows(record.code_blocks, facts)]
+        body = [f"source: {record.source} — {record.section}", "code:\n" + _windows(record.code_blocks, facts, 4)]
     elif isinstance(record, ApiMapping):
         body = [f"source_api: {record.source_api}", f"match_terms: {', '.join(record.match_terms[:6])}",
                 f"description: {record.description[:120]}"]
@@ -83,10 +81,10 @@ def record_view(record: AnyRecord, ev: Evidence) -> str:
 
 
 def record_prompt(record: AnyRecord, ev: Evidence) -> str:
-    facts = "\n".join(f"{i.n}. {i.text} ({i.field})" for i in ev.items[:6]) or "none"
+    facts = "\n".join(f"{i.n}. {i.text}" for i in ev.items[:6]) or "none"
     parts = [f"RECORD ({record.kind}):\n{record_view(record, ev)}",
              f"FACTS FOUND IN BOTH:\n{facts}",
-             f"ONLY IN SOURCE_CODE: {', '.join(ev.only_in_code[:5]) or 'nothing'}",
+             f"ONLY IN SOURCE_CODE: {', '.join(ev.only_in_code[:4]) or 'nothing'}",
              f"ONLY IN RECORD: {', '.join(ev.only_in_record[:3]) or 'nothing'}"]
     if ev.conflicts:
         parts.append("CONFLICTS: " + "; ".join(ev.conflicts))
@@ -118,8 +116,9 @@ class QwenValidator:
     prompt_version = PROMPT_VERSION
 
     def __init__(self, model: QwenGGUF, key: str, threshold: float | None = None,
-                 prior_weight: float | None = None) -> None:
+                 prior_weight: float | None = None, generate_evidence: bool = True) -> None:
         self.model, self.key = model, key
+        self.generate_evidence = generate_evidence  # calibration only needs margins
         self.threshold = DEFAULT_THRESHOLDS.get(key, 1.0) if threshold is None else threshold
         self.prior_weight = PRIOR_WEIGHT.get(key, 0.0) if prior_weight is None else prior_weight
         self.name = f"{key} ({model.path.name})"
@@ -144,7 +143,7 @@ class QwenValidator:
         verdict, score = self.verdict_for(yn.margin, ev)
         raw = '{"verdict": "' + verdict + '", "evidence": ['
         items: list[dict[str, object]] = []
-        if verdict == "yes" and ev.items:
+        if verdict == "yes" and ev.items and self.generate_evidence:
             tail = self.model.tokenize(verdict + '", "evidence": [')
             try:
                 gen = self.model.complete(tokens + tail, EVIDENCE_GRAMMAR, deadline=deadline)
