@@ -33,7 +33,6 @@ def main() -> None:
     # Threshold far below any margin: every candidate is judged, margins are cached and re-decided below.
     s = Settings(alternatives=("D",), validator_model=args.model, validator_top_k=args.top_k,
                  margin_threshold=-100.0, timeout_s=120)
-    engine.validator(s).__class__  # load once
     from pipeline.models import validator as vmod
 
     orig = vmod.QwenValidator.__init__

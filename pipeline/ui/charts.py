@@ -11,6 +11,8 @@ import pandas as pd
 UP, DOWN, SAME = "moved up", "moved down", "unchanged"
 DIRECTION_SCALE = alt.Scale(domain=[UP, DOWN, SAME], range=["#22a35a", "#e0484b", "#8c8c8c"])
 VERDICT_SCALE = alt.Scale(domain=["yes", "no", "other"], range=["#22a35a", "#e0484b", "#8c8c8c"])
+NEUTRAL = "#8c8c8c"  # mid grey: visible on the light and the dark background (vega's default is black)
+RULE = "#f59e0b"  # amber threshold rule, distinct from the yes/no colours
 LABEL_CHARS = 48
 
 
@@ -65,7 +67,7 @@ def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top:
                              "before": b, "after": a, "capped": rank > cap})
     df = pd.DataFrame(long)
     ymax = max([2.0, *(float(v) for v in df["y"])]) if not df.empty else 2.0
-    y = alt.Y("y:Q", scale=alt.Scale(reverse=True, domain=[0, ymax + 0.5], nice=False), title="rank",
+    y = alt.Y("y:Q", scale=alt.Scale(reverse=True, domain=[-0.6, ymax + 0.5], nice=False), title="rank",
               axis=alt.Axis(values=list(range(1, int(ymax) + 1, 1 if ymax <= 20 else 5)), grid=False))
     x = alt.X("x:Q", scale=alt.Scale(domain=[-0.08, 2.5]), axis=None)  # the right part holds the labels
     color = alt.Color("direction:N", scale=DIRECTION_SCALE, legend=alt.Legend(orient="bottom", title=None))
@@ -75,8 +77,8 @@ def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top:
     labels = alt.Chart(df[df["x"] == 1]).mark_text(align="left", dx=8, fontSize=11).encode(
         x=x, y=y, text="record:N", color=alt.Color("direction:N", scale=DIRECTION_SCALE, legend=None),
         tooltip=tooltip)
-    heads = alt.Chart(pd.DataFrame({"x": [0, 1], "y": [0, 0], "text": [before, after]})).mark_text(
-        fontWeight="bold", fontSize=11, baseline="top").encode(x=x, y=y, text="text:N")
+    heads = alt.Chart(pd.DataFrame({"x": [0, 1], "y": [-0.3, -0.3], "text": [before, after]})).mark_text(
+        fontWeight="bold", fontSize=11, color=NEUTRAL).encode(x=x, y=y, text="text:N")
     return (lines + labels + heads).properties(height=max(240, int(20 * ymax)))
 
 
@@ -106,24 +108,29 @@ def score_bars(rows: Sequence[dict[str, Any]], field: str, title: str, top: int 
     ).properties(height=STEP)
 
 
-def margin_chart(rows: Sequence[dict[str, Any]], threshold: float | None) -> alt.Chart:
+def margin_chart(rows: Sequence[dict[str, Any]], threshold: float | None) -> alt.LayerChart | alt.Chart:
     """Qwen's yes−no margin per judged candidate, with the acceptance threshold as a rule."""
     df = pd.DataFrame([{"label": row_label(r), "margin": float(r["margin"]), "record": r["record_id"],
                         "verdict": r.get("verdict") if r.get("verdict") in ("yes", "no") else "other",
                         "accepted": "accepted" if r.get("accepted") else "not accepted"}
                        for r in rows if r.get("margin") is not None])
+    values = [*df["margin"], 0.0] + ([threshold] if threshold is not None else [])
+    pad = 0.08 * (max(values) - min(values) or 1.0)
+    x = alt.X("margin:Q", title="yes − no logit margin",
+              scale=alt.Scale(domain=[min(values) - pad, max(values) + pad], nice=False))
     bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("margin:Q", title="yes − no logit margin"),
-        y=_y(),
+        x=x, y=_y(),
         color=alt.Color("verdict:N", scale=VERDICT_SCALE, legend=alt.Legend(orient="bottom", title="Qwen")),
         tooltip=["record", "verdict", "accepted", alt.Tooltip("margin:Q", format=".2f")],
     )
-    chart: alt.LayerChart | alt.Chart = bars
-    if threshold is not None:
-        rule = alt.Chart(pd.DataFrame({"threshold": [threshold]})).mark_rule(strokeDash=[5, 3], strokeWidth=2).encode(
-            x="threshold:Q", tooltip=[alt.Tooltip("threshold:Q", title="threshold")])
-        chart = bars + rule
-    return chart.properties(height=STEP)
+    if threshold is None:
+        return bars.properties(height=STEP)
+    line = pd.DataFrame({"margin": [threshold], "text": [f"threshold {threshold:g}"]})
+    rule = alt.Chart(line).mark_rule(strokeDash=[5, 3], strokeWidth=2, color=RULE).encode(
+        x=x, tooltip=[alt.Tooltip("margin:Q", title="threshold")])
+    text = alt.Chart(line).mark_text(align="right", dx=-4, dy=-6, color=RULE, fontSize=11).encode(
+        x=x, y=alt.value(0), text="text:N")
+    return (bars + rule + text).properties(height=STEP)
 
 
 def latency_bars(df: pd.DataFrame) -> alt.Chart:
