@@ -8,6 +8,7 @@ access: a llama context is not safe to use from two sessions at once.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -72,9 +73,18 @@ class QwenGGUF:
             except Exception as exc:
                 raise ModelError(f"cannot load {self.path.name}: {exc}; rebuild it with "
                                  "`python -m pipeline models prepare`") from exc
+            # Free the model before interpreter teardown: llama-cpp-python's own finaliser then
+            # runs after its C bindings are gone and prints a TypeError at exit.
+            atexit.register(self.close)
             tok = self._llm.tokenize
             self._yes = sorted({tok(w.encode(), add_bos=False)[0] for w in ("yes", "Yes", " yes", " Yes")})
             self._no = sorted({tok(w.encode(), add_bos=False)[0] for w in ("no", "No", " no", " No")})
+
+    def close(self) -> None:
+        with self.lock:
+            if self._llm is not None:
+                self._llm.close()
+                self._llm = None
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)

@@ -5,11 +5,13 @@ Both score (query, document) pairs pointwise; higher is more relevant.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from pipeline.config import cache_dir
 from pipeline.evidence import sanitize_for_model
 from pipeline.models.base import ProgressFn
 from pipeline.models.provision import ModelError
@@ -20,12 +22,26 @@ RERANK_SYSTEM = ("Judge whether the Document is the right reference for the Quer
 DOC_CHARS = 900  # bounds the per-candidate prompt: time is ~linear in prompt tokens here
 
 
-class QwenYesNoReranker:
-    """score = logit("yes") − logit("no") after the document, as Qwen3-Reranker does."""
+RERANK_PROMPT_VERSION = "r1"
 
-    def __init__(self, model: QwenGGUF, key: str) -> None:
+
+class QwenYesNoReranker:
+    """score = logit("yes") − logit("no") after the document, as Qwen3-Reranker does.
+
+    Scores are cached on disk by (model, prompt version, query, document): a re-run, or the
+    evaluation page, does not pay 30 model calls again.
+    """
+
+    def __init__(self, model: QwenGGUF, key: str, cache_folder: Path | None = None) -> None:
         self.model, self.key = model, key
         self.name = f"Qwen yes/no reranker ({key})"
+        import diskcache
+
+        self._cache = diskcache.Cache(str(cache_folder or cache_dir() / "rerank"))
+
+    def _key(self, query: str, doc: str) -> str:
+        h = hashlib.sha256(f"{sanitize_for_model(query)}\x00{doc[:DOC_CHARS]}".encode()).hexdigest()
+        return f"{self.model.path.name}|{RERANK_PROMPT_VERSION}|{h}"
 
     def _prefix(self, query: str) -> str:
         return (f"<|im_start|>system\n{RERANK_SYSTEM}<|im_end|>\n<|im_start|>user\n"
@@ -35,8 +51,15 @@ class QwenYesNoReranker:
         prefix = self._prefix(query)
         out = []
         for i, doc in enumerate(docs):
-            prompt = prefix + f"<Document>\n{doc[:DOC_CHARS]}<|im_end|>\n<|im_start|>assistant\n"
-            out.append(self.model.yes_no(self.model.tokenize(prompt)).margin)
+            key = self._key(query, doc)
+            cached = self._cache.get(key)
+            if isinstance(cached, float):
+                out.append(cached)
+            else:
+                prompt = prefix + f"<Document>\n{doc[:DOC_CHARS]}<|im_end|>\n<|im_start|>assistant\n"
+                margin = self.model.yes_no(self.model.tokenize(prompt)).margin
+                self._cache.set(key, margin)
+                out.append(margin)
             if progress:
                 progress(i + 1, len(docs))
         return out

@@ -48,7 +48,8 @@ def similarity_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Chart:
 
 
 def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top: int = 15,
-                before_key: str = "before", after_key: str = "rank", cap: int = 30) -> alt.LayerChart:
+                before_key: str = "before", after_key: str = "rank", cap: int = 30,
+                label_room: float = 1.5) -> alt.LayerChart:
     """Rank before → rank after for the top ``top`` after the stage; lines coloured by direction.
 
     Ranks below ``cap`` are drawn at the cap (tooltips keep the true rank), so one candidate that
@@ -69,7 +70,8 @@ def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top:
     ymax = max([2.0, *(float(v) for v in df["y"])]) if not df.empty else 2.0
     y = alt.Y("y:Q", scale=alt.Scale(reverse=True, domain=[-0.6, ymax + 0.5], nice=False), title="rank",
               axis=alt.Axis(values=list(range(1, int(ymax) + 1, 1 if ymax <= 20 else 5)), grid=False))
-    x = alt.X("x:Q", scale=alt.Scale(domain=[-0.08, 2.5]), axis=None)  # the right part holds the labels
+    # x: 0 = before, 1 = after; the room right of 1 holds the labels (less is needed on a wide chart).
+    x = alt.X("x:Q", scale=alt.Scale(domain=[-0.08, 1 + label_room]), axis=None)
     color = alt.Color("direction:N", scale=DIRECTION_SCALE, legend=alt.Legend(orient="bottom", title=None))
     tooltip = ["record", "before", "after", "shift"]
     base = alt.Chart(df).encode(x=x, y=y, color=color, detail="id:N", tooltip=tooltip)
@@ -109,25 +111,30 @@ def score_bars(rows: Sequence[dict[str, Any]], field: str, title: str, top: int 
 
 
 def margin_chart(rows: Sequence[dict[str, Any]], threshold: float | None) -> alt.LayerChart | alt.Chart:
-    """Qwen's yes−no margin per judged candidate, with the acceptance threshold as a rule."""
-    df = pd.DataFrame([{"label": row_label(r), "margin": float(r["margin"]), "record": r["record_id"],
+    """The judge score per candidate (Qwen's yes−no margin plus the evidence prior, when the validator
+    reports one), with the acceptance threshold as a rule."""
+    df = pd.DataFrame([{"label": row_label(r), "record": r["record_id"],
+                        "score": float(r["score"] if r.get("score") is not None else r["margin"]),
+                        "margin": float(r["margin"]),
+                        "coverage": None if r.get("coverage") is None else float(r["coverage"]),
                         "verdict": r.get("verdict") if r.get("verdict") in ("yes", "no") else "other",
                         "accepted": "accepted" if r.get("accepted") else "not accepted"}
                        for r in rows if r.get("margin") is not None])
-    values = [*df["margin"], 0.0] + ([threshold] if threshold is not None else [])
+    values = [*df["score"], 0.0] + ([threshold] if threshold is not None else [])
     pad = 0.08 * (max(values) - min(values) or 1.0)
-    x = alt.X("margin:Q", title="yes − no logit margin",
+    x = alt.X("score:Q", title="judge score (yes − no margin + evidence prior)",
               scale=alt.Scale(domain=[min(values) - pad, max(values) + pad], nice=False))
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=_y(),
         color=alt.Color("verdict:N", scale=VERDICT_SCALE, legend=alt.Legend(orient="bottom", title="Qwen")),
-        tooltip=["record", "verdict", "accepted", alt.Tooltip("margin:Q", format=".2f")],
+        tooltip=["record", "verdict", "accepted", alt.Tooltip("score:Q", format=".2f"),
+                 alt.Tooltip("margin:Q", format=".2f"), alt.Tooltip("coverage:Q", format=".2f")],
     )
     if threshold is None:
         return bars.properties(height=STEP)
-    line = pd.DataFrame({"margin": [threshold], "text": [f"threshold {threshold:g}"]})
+    line = pd.DataFrame({"score": [threshold], "text": [f"threshold {threshold:g}"]})
     rule = alt.Chart(line).mark_rule(strokeDash=[5, 3], strokeWidth=2, color=RULE).encode(
-        x=x, tooltip=[alt.Tooltip("margin:Q", title="threshold")])
+        x=x, tooltip=[alt.Tooltip("score:Q", title="threshold")])
     text = alt.Chart(line).mark_text(align="right", dx=-4, dy=-6, color=RULE, fontSize=11).encode(
         x=x, y=alt.value(0), text="text:N")
     return (bars + rule + text).properties(height=STEP)
@@ -142,7 +149,7 @@ def latency_bars(df: pd.DataFrame) -> alt.Chart:
                         sort=["bm25", "embedding", "union", "fusion", "rerank", "validate"]),
         order=alt.Order("order:Q"),
         tooltip=["alternative", "stage", alt.Tooltip("seconds:Q", format=".2f")],
-    ).properties(height=130)
+    ).properties(height={"step": 40})
 
 
 def metric_bars(df: pd.DataFrame, value: str = "value") -> alt.Chart:

@@ -112,7 +112,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str]
         with col:
             acc = sum(1 for it in a.final if it.accepted)
             st.markdown(f"**{ALT_TITLES[a.name]}** — {acc} accepted · {fmt_seconds(a.ms)}")
-            st.dataframe(_final_table(a), hide_index=True, height=420, column_config={
+            st.dataframe(_final_table(a), hide_index=True, placeholder="—", height=420, column_config={
                 "decision": st.column_config.TextColumn("decision", width="small"),
                 "score": st.column_config.NumberColumn(format="%.4f"),
                 "record": st.column_config.TextColumn(width="large")})
@@ -140,7 +140,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str]
                "green = F ranks it higher, red = lower.")
     rows = shift_rows(d, f)
     if rows:
-        st.altair_chart(charts.slope_chart(rows, "D rank", "F rank", top=len(rows)), width="stretch")
+        st.altair_chart(charts.slope_chart(rows, "D rank", "F rank", top=len(rows), label_room=0.9), width="stretch")
         missing = [r for r in rows if r["before"] is None or r["rank"] is None]
         if missing:
             st.caption(f"{len(missing)} record(s) appear in only one list (different top-k per leg) and are drawn "
@@ -152,7 +152,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str]
     if not lat.empty:
         st.altair_chart(charts.latency_bars(lat), width="stretch")
     usage = model_usage(trace)
-    st.dataframe(usage, hide_index=True, column_config={
+    st.dataframe(usage, hide_index=True, placeholder="—", column_config={
         "seconds": st.column_config.NumberColumn(format="%.2f"),
         "prompt tokens": st.column_config.NumberColumn(format="%d"),
         "reused tokens": st.column_config.NumberColumn(format="%d")})
@@ -163,4 +163,4 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str]
         st.altair_chart(alt.Chart(long).mark_bar().encode(
             x=alt.X("sum(count):Q", title="validator tokens"), y=alt.Y("alternative:N", title=None),
             color=alt.Color("tokens:N", legend=alt.Legend(orient="bottom", title=None)),
-            tooltip=["alternative", "tokens", "count"]).properties(height=110), width="stretch")
+            tooltip=["alternative", "tokens", "count"]).properties(height={"step": 40}), width="stretch")

@@ -138,7 +138,7 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
     else:
         systems = _ordered(list(report.metrics))
         table = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), **report.metrics[s]} for s in systems])
-        st.dataframe(table, hide_index=True, column_config={
+        st.dataframe(table, hide_index=True, placeholder="—", column_config={
             m: st.column_config.ProgressColumn(m, format="%.3f", min_value=0.0, max_value=1.0) for m in METRICS})
         long = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), "metric": m, "value": report.metrics[s].get(m, 0.0)}
                              for s in systems for m in METRICS])
@@ -151,7 +151,7 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
         st.info("Validation was not part of this run: no accept/reject decisions to score.")
     else:
         acc = pd.DataFrame([{"alternative": a, **v} for a, v in sorted(report.accept.items())])
-        st.dataframe(acc, hide_index=True, column_config={
+        st.dataframe(acc, hide_index=True, placeholder="—", column_config={
             "accept_precision": st.column_config.ProgressColumn("accept precision", format="%.3f", min_value=0.0,
                                                                 max_value=1.0),
             "accept_recall": st.column_config.ProgressColumn("accept recall", format="%.3f", min_value=0.0,
@@ -170,5 +170,5 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
         rows = [{"chunk": cid, "title": titles.get(cid, ""),
                  **{SYSTEM_LABELS.get(s, s): v.get(s, {}).get("ndcg@10") for s in systems}}
                 for cid, v in sorted(report.per_chunk.items())]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, height=360, column_config={
+        st.dataframe(pd.DataFrame(rows), hide_index=True, placeholder="—", height=360, column_config={
             SYSTEM_LABELS.get(s, s): st.column_config.NumberColumn(format="%.3f") for s in systems})

@@ -7,7 +7,9 @@ the other panels still draw.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -18,6 +20,8 @@ from pipeline.records import AnyRecord
 from pipeline.trace import AlternativeTrace, FinalItem, StageTrace, Trace
 from pipeline.ui import charts
 from pipeline.ui.highlight import Mark, legend, marked_block, record_text
+
+log = logging.getLogger(__name__)
 
 TOP_DETAILS = 5  # BM25 candidates with a highlighted side-by-side view
 TABLE_HEIGHT = 320  # px: long tables scroll inside the panel instead of stretching the page
@@ -30,6 +34,19 @@ ICON_OK, ICON_NO, ICON_WAIT, ICON_WARN = (":material/check_circle:", ":material/
 
 
 # --- small helpers -----------------------------------------------------------------------------
+@contextmanager
+def guarded(what: str) -> Iterator[None]:
+    """A drawing bug in one panel becomes a message there; the other panels still draw.
+
+    Streamlit's rerun/stop signals are BaseExceptions and pass through untouched.
+    """
+    try:
+        yield
+    except Exception as exc:
+        log.exception("%s could not be drawn", what)
+        st.error(f"{what} could not be drawn: {exc}")
+
+
 def _header(n: int, title: str, caption: str) -> None:
     st.subheader(f"{n} · {title}", divider="gray")
     st.caption(caption)
@@ -92,13 +109,18 @@ def render_trace(trace: Trace, store: KBStore | None, *, pending: Collection[str
     alts = ", ".join(f"{n} ({fmt_seconds(a.ms)})" for n, a in trace.alternatives.items())
     st.caption(f"KB: {trace.kb.name} · {sum(trace.kb.counts.values()):,} records · chunk sha256 "
                f"{trace.chunk.sha256[:12]} · alternatives: {alts}")
-    panel_chunk(trace)
-    panel_bm25(trace, store, key)
-    panel_embedding(trace)
-    panel_union(trace, store)
-    panel_ranking(trace, pending)
-    panel_validate(trace, store, pending, key)
-    panel_final(trace, store, pending, key)
+    panels: list[tuple[str, Callable[[], None]]] = [
+        ("The raw chunk", lambda: panel_chunk(trace)),
+        ("The BM25 panel", lambda: panel_bm25(trace, store, key)),
+        ("The embedding panel", lambda: panel_embedding(trace)),
+        ("The union panel", lambda: panel_union(trace, store)),
+        ("The fusion/reranker panel", lambda: panel_ranking(trace, pending)),
+        ("The validator panel", lambda: panel_validate(trace, store, pending, key)),
+        ("The final panel", lambda: panel_final(trace, store, pending, key)),
+    ]
+    for what, draw in panels:
+        with guarded(what):
+            draw()
 
 
 # --- 1 raw chunk -------------------------------------------------------------------------------
@@ -111,12 +133,12 @@ def panel_chunk(trace: Trace) -> None:
     if c.language not in ("gdscript", "unknown"):
         st.info(f"This looks like {c.language}, not GDScript: expect weak matches and rejections.")
     st.code(c.text, language="gdscript" if c.language in ("gdscript", "unknown") else c.language,
-            line_numbers=True, height=min(420, 22 * c.n_lines + 40))
+            line_numbers=True, height="content" if c.n_lines <= 30 else 560)
     q = trace.query
     if q is not None and q.candidates:
         with st.expander(f"Query terms read off the chunk ({q.explain.get('n_unique', len(q.candidates))} "
                          f"unique, parser: {q.params.get('parser', '?')})"):
-            st.dataframe(pd.DataFrame(q.candidates), hide_index=True, height=TABLE_HEIGHT,
+            st.dataframe(pd.DataFrame(q.candidates), hide_index=True, placeholder="—", height=TABLE_HEIGHT,
                          column_config={"term": "term (index form)", "as_written": "as written",
                                         "kind": "why it is a term", "count": st.column_config.NumberColumn("count")})
 
@@ -147,11 +169,11 @@ def panel_bm25(trace: Trace, store: KBStore | None, key: str) -> None:
                             "matched terms": ", ".join(f"{m['as_written']} ({m['contribution']:.1f})"
                                                        for m in r["matched"][:8] if m["contribution"] > 0),
                             "record_id": r["record_id"]} for r in rows])
-        st.dataframe(df, hide_index=True, height=TABLE_HEIGHT, key=f"{key}_bm25_{name}", column_config={
-            "score": st.column_config.ProgressColumn("BM25 score", format="%.2f", min_value=0.0,
-                                                     max_value=float(df["score"].max() or 1.0)),
-            "matched terms": st.column_config.TextColumn("matched terms (contribution)", width="large"),
-        })
+        cfg = {"score": st.column_config.ProgressColumn("BM25 score", format="%.2f", min_value=0.0,
+                                                        max_value=float(df["score"].max() or 1.0)),
+               "matched terms": st.column_config.TextColumn("matched terms (contribution)", width="large")}
+        st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, key=f"{key}_bm25_{name}",
+                     column_config=cfg)
         st.caption(f"{len(rows)} hits · {stage.params.get('scorer', '')} · {fmt_seconds(stage.ms)}. "
                    f"Top {min(TOP_DETAILS, len(rows))} with the matched terms marked:")
         chunk_text = trace.chunk.text
@@ -196,7 +218,7 @@ def panel_embedding(trace: Trace) -> None:
             df = pd.DataFrame([{"rank": r["rank"], "record": record_name(r), "kind": r["kind"],
                                 "similarity": r["similarity"], "record_id": r["record_id"]}
                                for r in stage.candidates])
-            st.dataframe(df, hide_index=True, height=TABLE_HEIGHT, column_config={
+            st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
                 "similarity": st.column_config.ProgressColumn("similarity", format="%.3f", min_value=0.0,
                                                               max_value=1.0)})
 
@@ -221,7 +243,7 @@ def panel_union(trace: Trace, store: KBStore | None) -> None:
                             "BM25 score": r["bm25_score"], "similarity": r["similarity"],
                             "merged records": len(r["members"]), "record_id": r["record_id"]}
                            for r in stage.candidates])
-        st.dataframe(df, hide_index=True, height=TABLE_HEIGHT, column_config={
+        st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
             "BM25 score": st.column_config.NumberColumn(format="%.2f"),
             "similarity": st.column_config.NumberColumn(format="%.3f")})
         merged = stage.explain.get("merged", [])
@@ -264,9 +286,12 @@ def _fusion(stage: StageTrace | None) -> None:
     rrf = method == "rrf"
     if rrf:
         mx = float(stage.explain.get("max_possible") or 1.0)
-        st.markdown(f"**Reciprocal rank fusion**, k = {stage.explain.get('rrf_k')}: score = 1/(k + BM25 rank) + "
-                    f"1/(k + embedding rank). Raw scores shown; the best possible is **{mx:.5f}** (rank 1 on both "
-                    "legs), so “share of max” says how close a candidate came.")
+        a = stage.explain.get("alpha")
+        weights = ("1/(k + BM25 rank) + 1/(k + embedding rank)" if a is None else
+                   f"2α/(k + BM25 rank) + 2(1 − α)/(k + embedding rank), α = {a:g}")
+        st.markdown(f"**Reciprocal rank fusion**, k = {stage.explain.get('rrf_k')}: score = {weights}. Raw scores "
+                    f"shown; the best possible is **{mx:.5f}** (rank 1 on both legs), so “share of max” says how "
+                    "close a candidate came.")
         df = pd.DataFrame([{"rank": r["rank"], "shift": r["shift"], "record": record_name(r),
                             "RRF score": r["score"], "share of max": r["score"] / mx,
                             "BM25 rank": int(r.get("bm25_rank") or 0) or None,
@@ -294,7 +319,7 @@ def _fusion(stage: StageTrace | None) -> None:
                ("fused score", "BM25 norm", "BM25 part", "embedding norm", "embedding part", "similarity")}
     cfg["shift"] = st.column_config.NumberColumn("shift", help="Places moved versus the union order (+ = up).",
                                                  format="%+d")
-    st.dataframe(df, hide_index=True, height=TABLE_HEIGHT, column_config=cfg)
+    st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config=cfg)
     left, right = st.columns(2)
     with left:
         st.markdown("**Score breakdown** (top 15)")
@@ -317,7 +342,7 @@ def _rerank(stage: StageTrace | None) -> None:
                         "reranker score": None if r.get("not_reranked") else r.get("reranker_score"),
                         "union rank": r["before"], "found by": r.get("provenance"),
                         "record_id": r["record_id"]} for r in rows])
-    st.dataframe(df, hide_index=True, height=TABLE_HEIGHT, column_config={
+    st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
         "reranker score": st.column_config.NumberColumn(format="%.2f", help="yes − no logit margin (Qwen) or the "
                                                         "bge relevance score; empty = not reranked"),
         "shift": st.column_config.NumberColumn(format="%+d")})
@@ -376,18 +401,24 @@ def _validate(stage: StageTrace, chunk: str, store: KBStore | None, key: str) ->
         return
     df = pd.DataFrame([{
         "rank": r["rank"], "record": record_name(r), "Qwen": VERDICT_ICONS.get(str(r.get("verdict")), r.get("verdict")),
-        "margin": r.get("margin"), "threshold": r.get("threshold"),
+        "score": r.get("score") if r.get("score") is not None else r.get("margin"), "margin": r.get("margin"),
+        "coverage": r.get("coverage"), "threshold": r.get("threshold"),
         "accepted": bool(r.get("accepted")),
         "verified evidence": sum(1 for e in r.get("evidence") or [] if e.get("verified")),
         "shared facts": len(r.get("deterministic") or []),
         "disagreement": ("⚠ " + r["disagreement"]) if r.get("disagreement") else "",
         "cached": bool(r.get("cached")), "record_id": r["record_id"]} for r in judged])
-    st.dataframe(df, hide_index=True, key=f"{key}_validate", column_config={
-        "margin": st.column_config.NumberColumn(format="%.2f"), "threshold": st.column_config.NumberColumn(
-            format="%.2f"), "accepted": st.column_config.CheckboxColumn("accepted"),
+    st.dataframe(df, hide_index=True, placeholder="—", key=f"{key}_validate", column_config={
+        "score": st.column_config.NumberColumn(format="%.2f", help="What the threshold applies to: Qwen's "
+                                               "yes−no margin plus a prior from the evidence coverage."),
+        "margin": st.column_config.NumberColumn(format="%.2f", help="Qwen's yes−no logit margin."),
+        "coverage": st.column_config.NumberColumn(format="%.2f", help="Share of the chunk's facts found in the "
+                                                  "record (deterministic)."),
+        "threshold": st.column_config.NumberColumn(format="%.2f"),
+        "accepted": st.column_config.CheckboxColumn("accepted"),
         "disagreement": st.column_config.TextColumn("Qwen vs deterministic", width="medium")})
     if any(r.get("margin") is not None for r in judged):
-        st.markdown("**Margin vs threshold** — Qwen says yes when the yes−no margin reaches the dashed rule")
+        st.markdown("**Score vs threshold** — Qwen says yes when its judge score reaches the dashed rule")
         st.altair_chart(charts.margin_chart(judged, p.get("threshold")), width="stretch")
     st.html(legend(["fact", "evidence", "unverified"]))
     for r in judged:
@@ -403,10 +434,14 @@ def _judgement(r: dict[str, Any], chunk: str, store: KBStore | None) -> None:
         st.warning(f"Qwen and the deterministic evidence disagree: {r['disagreement']}", icon=ICON_WARN)
     if r.get("message"):
         st.caption(str(r["message"]))
-    margin = r.get("margin")
-    st.markdown(f"Qwen: **{VERDICT_ICONS.get(str(r.get('verdict')), r.get('verdict'))}**"
-                + (f" (margin {margin:.2f} vs threshold {r.get('threshold')}, first token "
-                   f"`{r.get('model_token', '')}`)" if margin is not None else "")
+    margin, score, cov = r.get("margin"), r.get("score"), r.get("coverage")
+    detail = ""
+    if margin is not None:
+        detail = f"yes−no margin {margin:.2f}"
+        if score is not None:
+            detail += (f", evidence coverage {cov:.2f}" if cov is not None else "") + f" → score {score:.2f}"
+        detail = f" ({detail} vs threshold {r.get('threshold')}; first token `{r.get('model_token', '')}`)"
+    st.markdown(f"Qwen: **{VERDICT_ICONS.get(str(r.get('verdict')), r.get('verdict'))}**" + detail
                 + (" · from cache" if r.get("cached") else (f" · {fmt_seconds(r['ms'])}" if r.get("ms") else "")))
     marks = _evidence_marks(r)
     _side_by_side(chunk, _record(store, r["record_id"]), marks, marks)
@@ -418,7 +453,8 @@ def _judgement(r: dict[str, Any], chunk: str, store: KBStore | None) -> None:
     det = r.get("deterministic") or []
     if det:
         st.markdown("**Shared facts** (deterministic string/API matching)")
-        st.dataframe(pd.DataFrame(det).rename(columns={"n": "#", "field": "record field"}), hide_index=True)
+        st.dataframe(pd.DataFrame(det).rename(columns={"n": "#", "field": "record field"}), hide_index=True,
+                     placeholder="—")
     else:
         st.caption("No shared string/API/pattern found by deterministic matching.")
     bits = []
@@ -466,7 +502,7 @@ def panel_final(trace: Trace, store: KBStore | None, pending: Collection[str] = 
         cfg = {"score": st.column_config.NumberColumn(format="%.4f"), "source": None, "decision": None}
         if name in pending:
             st.info("Waiting for the model stages: nothing is accepted yet; the provisional ranking:", icon=ICON_WAIT)
-            st.dataframe(_final_df(alt.final), hide_index=True, column_config=cfg, height=TABLE_HEIGHT)
+            st.dataframe(_final_df(alt.final), hide_index=True, placeholder="—", column_config=cfg, height=TABLE_HEIGHT)
             continue
         accepted = [it for it in alt.final if it.accepted]
         rejected = [it for it in alt.final if it.accepted is False]
@@ -477,17 +513,18 @@ def panel_final(trace: Trace, store: KBStore | None, pending: Collection[str] = 
         c[2].metric("not judged", len(unjudged), help="Below the validator's top k, or validation was off.")
         st.markdown(f":green[{ICON_OK} **Accepted by {name}**]")
         if accepted:
-            st.dataframe(_final_df(accepted), hide_index=True, key=f"{key}_final_accepted_{name}", column_config=cfg)
+            st.dataframe(_final_df(accepted), hide_index=True, placeholder="—", key=f"{key}_final_accepted_{name}",
+                         column_config=cfg)
         else:
             st.caption("Nothing accepted." if alt.stage("validate") and alt.stage("validate").status != "skipped"
                        else "Validation was off: nothing is accepted or rejected.")
         if rejected:
             st.markdown(f":red[{ICON_NO} **Rejected by {name}**]")
-            st.dataframe(_final_df(rejected), hide_index=True, key=f"{key}_final_rejected_{name}",
+            st.dataframe(_final_df(rejected), hide_index=True, placeholder="—", key=f"{key}_final_rejected_{name}",
                          column_config=cfg)
         if unjudged:
             with st.expander(f"{len(unjudged)} not judged (ranked only)"):
-                st.dataframe(_final_df(unjudged), hide_index=True, key=f"{key}_final_unjudged_{name}",
+                st.dataframe(_final_df(unjudged), hide_index=True, placeholder="—", key=f"{key}_final_unjudged_{name}",
                              column_config=cfg)
         st.download_button(f"Download {name}'s accepted records (JSONL)", accepted_jsonl(alt.final, store),
                            file_name=f"accepted_{name}_{trace.chunk.sha256[:8]}.jsonl", mime="application/jsonl",

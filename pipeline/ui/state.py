@@ -152,7 +152,8 @@ def get_engine(choice: KBChoice | None = None) -> Engine | None:
             if slot.engine is None:
                 engine = _open(choice, progress)
                 try:
-                    engine.dense(None, progress)
+                    embedder, _ = engine.dense(None, progress)
+                    embedder.encode(["func _ready():\n\tpass"])  # load the model now: the first run stays fast
                 except Exception as exc:  # BM25 still works; the embedding panel says why it is empty
                     slot.dense_error = str(exc)
                 slot.engine = engine
@@ -222,7 +223,8 @@ def settings_sidebar(*, validator_default: bool = True) -> Settings | None:
             fusion = st.selectbox("Method", list(FUSION_LABELS), format_func=FUSION_LABELS.__getitem__,
                                   key="s_fusion", **keep)
             alpha = st.slider("α — weight of BM25", 0.0, 1.0, d.alpha, 0.05, key="s_alpha",
-                              disabled=fusion == "rrf", help="Only for min-max and z-score fusion.", **keep)
+                              help="RRF weighs the legs 2α and 2(1 − α) (α = 0.5 is plain RRF); min-max and "
+                                   "z-score mix the normalised scores α : (1 − α).", **keep)
             rrf_k = st.number_input("RRF k", 1, 1000, d.rrf_k, key="s_rrf_k", disabled=fusion != "rrf", **keep)
         with st.expander("F · reranker"):
             reranker = st.selectbox("Backend", list(RERANKER_LABELS), format_func=RERANKER_LABELS.__getitem__,
@@ -535,7 +537,8 @@ class JobMonitor:
                 self.bars[step] = self.status.progress(0.0)
             frac = min(done / total, 1.0) if total else 0.0
             self.bars[step].progress(frac, text=f"{step}: {done} / {total}")
-        self.status.update(label=self._label())
+        # An update without ``expanded`` collapses the box in the browser; the bars must stay in view.
+        self.status.update(label=self._label(), expanded=True)
 
     def follow(self, poll: float = 0.5) -> None:
         while not self.job.done and self.job.version == self.seen:

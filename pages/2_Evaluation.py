@@ -1,0 +1,88 @@
+"""Evaluation page: D, F and each leg on a labelled chunk set, with a drill-down into any chunk's trace."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pipeline.ui import evaluation as ev
+from pipeline.ui import render, state
+
+state.page("Evaluation", ":material/analytics:")
+st.title(":material/analytics: Evaluation")
+st.caption("nDCG@10, MRR and Recall@50 per alternative and per stage on a labelled set, plus accept "
+           "precision/recall when validation is included. Uses the sidebar settings, except validation, which "
+           "is chosen below (off by default: it is the slow part).")
+
+settings = state.settings_sidebar()
+engine = state.get_engine()
+
+source = st.radio("Labelled set", ["dev", "upload"], horizontal=True, key="eval_source", persist_state="session",
+                  format_func={"dev": "Dev set (fixtures/eval/dev.jsonl)", "upload": "Upload a labelled JSONL"}.get)
+labelled: ev.LabelledSet | None = None
+try:
+    if source == "dev":
+        labelled = ev.dev_set()
+    else:
+        up = st.file_uploader("Labelled chunks (JSONL: id, code, relevant {doc_path: grade}, must_not_accept)",
+                              type=["jsonl"], key="eval_upload")
+        if up is not None:
+            labelled = ev.parse_uploaded_set(up.getvalue(), up.name)
+except (OSError, ValueError) as exc:
+    st.error(f"Cannot use this labelled set: {exc}")
+
+request: tuple[int, bool, tuple[str, ...]] | None = None
+if labelled is not None and settings is not None:
+    total = len(labelled.chunks)
+    # No st.form here: the time estimate must follow the options as they change.
+    with st.container(border=True):
+        c1, c2 = st.columns(2)
+        n = c1.slider("Chunks to evaluate (from the top of the set)", 1, total, total, key="eval_n")
+        alts = c2.radio("Alternatives", list(state.ALT_CHOICES), horizontal=True, key="eval_alts",
+                        format_func=state.ALT_LABELS.__getitem__)
+        per_judgement = ev.SECONDS_PER_JUDGEMENT.get(settings.validator_model, 3.0)
+        with_validation = st.checkbox(
+            f"Include validation — slow: {settings.validator_model} judges the top {settings.validator_top_k} "
+            f"of each alternative at ~{per_judgement:g} s per candidate (cached verdicts are free)",
+            value=False, key="eval_validate")
+        chosen = settings.model_copy(update={"alternatives": state.ALT_CHOICES[alts],
+                                             "run_validator": with_validation})
+        st.caption(f"{labelled.name}: {total} chunks. Rough time for {n} chunk(s) on this CPU: "
+                   f"~{ev.fmt_duration(ev.estimate_seconds(chosen, n))} "
+                   f"(F's reranker: {settings.reranker}, ~{settings.rerank_top_n} s per chunk with Qwen and not "
+                   "cached; choose “none” in the sidebar for a quick retrieval-only pass).")
+        if st.button("Run evaluation", type="primary", key="eval_run"):
+            request = (n, with_validation, state.ALT_CHOICES[alts])
+
+if request is not None and engine is not None and labelled is not None and settings is not None:
+    n, with_validation, alternatives = request
+    ev.submit(engine, labelled, n, settings.model_copy(update={"alternatives": alternatives,
+                                                                 "run_validator": with_validation}))
+
+run = ev.current()
+monitor: state.JobMonitor | None = None
+if run is not None:
+    if run.message:
+        st.warning(run.message)
+    if run.job is not None:
+        monitor = state.JobMonitor(run.job, "Evaluating", "eval",
+                                   hint=f"Estimated ~{ev.fmt_duration(run.estimate)} on a first run; "
+                                        "Cancel stops after the current chunk.")
+    if run.report is not None:
+        st.markdown(f"**{run.name}** · {len(run.chunks)} chunks · KB {run.engine.store.name}")
+        with render.guarded("The evaluation report"):
+            ev.render_report(run.report, run.chunks)
+        st.subheader("Drill down into one chunk", divider="gray")
+        titles = {c.id: c.title for c in run.chunks}
+        cid = st.selectbox("Chunk", list(run.report.traces), format_func=lambda i: f"{i} — {titles.get(i, '')}",
+                           key="eval_drill")
+        if cid is not None:
+            chunk = next(c for c in run.chunks if c.id == cid)
+            labels = ", ".join(f"{p} ({g})" for p, g in sorted(chunk.relevant.items(), key=lambda kv: -kv[1]))
+            st.caption(f"Relevant pages: {labels or 'none'}"
+                       + (f" · must not accept: {', '.join(chunk.must_not_accept)}" if chunk.must_not_accept else ""))
+            render.render_trace(run.report.traces[cid], run.engine.store, key="eval")
+elif labelled is not None:
+    st.info("Choose how many chunks and whether to validate, then press **Run evaluation**.")
+
+if monitor is not None:
+    monitor.follow()

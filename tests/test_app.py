@@ -1,0 +1,178 @@
+"""Dashboard tests through Streamlit's AppTest (no browser).
+
+Most tests search the small user KB in fixtures/ (seconds, no Qwen); the one
+``model`` test runs the reference chunk through D and F on the built-in KB
+with the real Qwen models (minutes on 2 cores; verdicts are cached on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedder must never reach for a hub
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from streamlit.testing.v1 import AppTest
+
+from pipeline.kb.load import load_bytes
+from pipeline.kb.store import from_load
+from pipeline.ui.highlight import Mark, mark_line, marked_block
+from pipeline.ui.jobs import Job
+from pipeline.ui.state import UserKB
+
+REPO = Path(__file__).resolve().parents[1]
+APP = REPO / "app.py"
+PAGES = sorted((REPO / "pages").glob("*.py"))
+SMALL_KB = REPO / "fixtures" / "user_kb" / "small.jsonl"
+BAD_KB = REPO / "fixtures" / "bad" / "malformed.jsonl"
+PANELS = ["1 · Raw chunk", "2 · BM25 candidates", "3 · Embedding candidates", "4 · Union of both legs",
+          "5 · Fusion (D) / reranker (F)", "6 · Validator", "7 · Final records"]
+
+
+def _small_kb() -> UserKB:
+    data = SMALL_KB.read_bytes()
+    result = load_bytes(data, SMALL_KB.name)
+    return UserKB(SMALL_KB.name, "test-small-kb", from_load(result, SMALL_KB.name), list(result.issues), len(data))
+
+
+def _app(script: Path, *, small_kb: bool = True, timeout: float = 300) -> AppTest:
+    at = AppTest.from_file(str(script), default_timeout=timeout)
+    if small_kb:  # keeps these tests independent of the ~40k-record built-in index
+        at.session_state["user_kb"] = _small_kb()
+        at.session_state["kb_choice"] = "uploaded"
+    return at
+
+
+def _no_models(at: AppTest) -> None:
+    at.toggle(key="s_run_validator").set_value(False)
+    at.selectbox(key="s_reranker").set_value("none")
+
+
+def _problems(at: AppTest) -> list[str]:
+    return [f"{e.message}\n{e.stack_trace}" for e in at.exception]
+
+
+def _final_decisions(at: AppTest) -> dict[str, dict[str, set[str]]]:
+    """alternative -> decision -> record sources, read from the final panel's tables."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for tab in at.tabs:
+        if not tab.label.endswith("final"):
+            continue
+        alt = out.setdefault(tab.label.split(" ")[0], {})
+        for df in tab.dataframe:
+            table = df.value
+            if "decision" in table.columns:
+                for decision, source in zip(table["decision"], table["source"], strict=True):
+                    alt.setdefault(decision, set()).add(source)
+    return out
+
+
+# --- pure helpers --------------------------------------------------------------------------------
+def test_highlight_escapes_html_and_marks_terms() -> None:
+    line = 'if this < 3: $AnimatedSprite2D.play("<b>run</b>") # Input.is_action_pressed'
+    out = mark_line(line, [Mark("pressed"), Mark("AnimatedSprite2D"), Mark("is")])
+    assert "<b>" not in out and "&lt;b&gt;" in out and "&lt; 3" in out
+    assert ">pressed</mark>" in out  # an identifier part counts
+    assert ">AnimatedSprite2D</mark>" in out
+    assert "th<mark" not in out  # "is" glued to letters ("this") is not a match
+    block = marked_block("a\n\nb <i>", [], line_numbers=True)
+    assert "&lt;i&gt;" in block and block.count("\n") == 2  # blank lines survive, nothing unescaped
+
+
+def test_job_cancel_and_error() -> None:
+    def slow(job: Job) -> str:
+        for i in range(100):
+            job.progress("step", i, 100)
+            job.check()
+            time.sleep(0.02)
+        return "done"
+
+    job = Job("t", slow).start()
+    time.sleep(0.1)
+    job.cancel.set()
+    assert job.wait(5) and job.cancelled and job.result is None
+
+    def boom(job: Job) -> None:
+        raise ValueError("the model is missing")
+
+    failed = Job("t", boom).start()
+    assert failed.wait(5) and failed.error == "the model is missing"
+
+
+# --- pages ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", [APP, *PAGES], ids=lambda p: p.name)
+def test_page_loads(script: Path) -> None:
+    at = _app(script)
+    at.run()
+    assert not at.exception, _problems(at)
+    assert at.title, "every page has a title"
+
+
+def test_main_fast_run_renders_all_panels_and_caches() -> None:
+    at = _app(APP)
+    at.run()
+    _no_models(at)
+    at.radio(key="main_alts").set_value("Both")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    heads = [h.value for h in at.subheader]
+    assert [h for h in heads if h in PANELS] == PANELS
+    assert {t.label for t in at.tabs} >= {"D · final", "F · final"}
+    assert not at.error
+    at.button(key="main_run").click()
+    at.run()
+    assert any("from this session's cache" in m.value for m in at.markdown)
+
+
+def test_bad_chunk_is_a_message_not_a_traceback() -> None:
+    at = _app(APP)
+    at.run()
+    at.radio(key="main_mode").set_value("Paste")
+    at.run()
+    at.text_area(key="main_text").set_value("   \n\t\n")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    assert any("empty" in e.value for e in at.error)
+
+
+def test_kb_page_reports_bad_lines_and_uses_good_ones() -> None:
+    at = _app(PAGES[-1])
+    at.run()
+    at.file_uploader(key="kb_upload_page").upload(BAD_KB.name, BAD_KB.read_bytes(), "application/jsonl")
+    at.run()
+    assert not at.exception, _problems(at)
+    issues = next(df.value for df in at.dataframe if "reason" in df.value.columns)
+    errors = issues[issues["severity"] == "error"]
+    assert [int(w.rsplit(":", 1)[1]) for w in errors["where"]] == [2, 4, 5, 7, 9, 10]
+    assert at.session_state["kb_choice"] == "uploaded"
+    assert len(at.session_state["user_kb"].store.records) == 4
+    table = next(df.value for df in at.dataframe if "doc_path" in df.value.columns and "id" in df.value.columns)
+    assert set(table["id"]) == {"bad:docs:area-coin", "bad:api:rand-range", "bad:label:coin-pickup",
+                                "bad:docs:timer-signal"}
+
+
+# --- the reference case, with the real models ------------------------------------------------------
+@pytest.mark.model
+def test_reference_chunk_accepts_the_2d_tutorial_not_the_3d_one() -> None:
+    at = _app(APP, small_kb=False, timeout=600)
+    at.run()
+    assert not at.exception, _problems(at)
+    at.radio(key="main_mode").set_value("Example")
+    at.run()
+    at.selectbox(key="main_example").set_value(0)  # the reference chunk comes first
+    at.radio(key="main_alts").set_value("Both")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    decisions = _final_decisions(at)
+    assert set(decisions) == {"D", "F"}, decisions
+    accepted = decisions["D"].get("accepted", set()) | decisions["F"].get("accepted", set())
+    assert "first_2d_game/coding_the_player" in accepted, decisions
+    assert "first_3d_game/player_movement_code" not in accepted, decisions
+    assert not [w.value for w in at.warning if "not ready" in w.value]
