@@ -190,13 +190,23 @@ def collect(code: str, record: AnyRecord, max_items: int = 8,
     # `is_action_pressed` adds nothing once `Input.is_action_pressed` is in; keep the specific one
     texts = [i.text for i in items]
     items = [i for i in items if not any(i.text != t and i.text.strip('"') in t for t in texts)]
+    base = weight or (lambda _f: 1.0)
+
+    def w(f: str) -> float:
+        # Strings are action names and labels: evidence, but weaker than an API call.
+        return base(f) * (0.5 if f.startswith('"') else 1.0)
+
+    # Rarest first: the judge (and a reader) should see `screen_size` before `length`.
+    items.sort(key=lambda i: (i.field != "source_pattern", -w(i.text)))
     items = [EvidenceItem(n, i.text, i.field) for n, i in enumerate(items[:max_items], start=1)]
     # Parts of a fact already listed (`is_action_pressed` of `Input.is_action_pressed`) add nothing.
     only_code = [f for f in facts if f not in matched and not f.startswith('"')
                  and not any(f != g and f in g for g in facts if g in matched or "." in g)][:8]
     only_rec = [s for s in symbols if "." in s and not _contains(code, s.split(".")[-1])][:6]
     conflicts = []
-    rec_text = "\n".join(t for _, t in fields)
+    # Dimension markers come from the record's code and API names only: prose often mentions both.
+    code_fields = {"code_blocks", "api_symbols", "source_api", "match_terms", "prototype_code", "before_code"}
+    rec_text = "\n".join(t for name, t in fields if name in code_fields)
     stripped = strip_comments(code)
     if _MARK_2D.search(stripped) and not _MARK_3D.search(stripped) and _MARK_3D.search(rec_text) \
             and not _MARK_2D.search(rec_text):
@@ -204,12 +214,6 @@ def collect(code: str, record: AnyRecord, max_items: int = 8,
     if _MARK_3D.search(stripped) and not _MARK_2D.search(stripped) and _MARK_2D.search(rec_text) \
             and not _MARK_3D.search(rec_text):
         conflicts.append("the code is 3D but the record is about 2D")
-    base = weight or (lambda _f: 1.0)
-
-    def w(f: str) -> float:
-        # Strings are action names and labels: evidence, but weaker than an API call.
-        return base(f) * (0.5 if f.startswith('"') else 1.0)
-
     total = sum(w(f) for f in facts)
     coverage = sum(w(f) for f in facts if f in matched) / total if total else 0.0
     return Evidence(items, only_code, only_rec, conflicts, round(coverage, 4))

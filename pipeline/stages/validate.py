@@ -25,7 +25,8 @@ from pipeline.trace import ChunkInfo, FinalItem, StageTrace
 log = logging.getLogger(__name__)
 
 POLICIES = {
-    "qwen_and_evidence": "accept when Qwen says yes and at least one evidence item is verified in both texts",
+    "qwen_and_evidence": "accept when Qwen says yes, at least one evidence item is verified in both texts, "
+                         "and the record is not of the other dimension (2D vs 3D)",
     "qwen_only": "accept when Qwen says yes",
     "evidence_only": "accept when deterministic matching finds at least one shared string/API/pattern (no model)",
 }
@@ -67,13 +68,16 @@ class VerdictCache:
             self._cache.set(key, json.dumps(j.to_dict()))
 
 
-def decide(policy: str, j: Judgement | None, n_det: int) -> bool:
+def decide(policy: str, j: Judgement | None, n_det: int, conflicts: list[str] | None = None) -> bool:
     if policy == "evidence_only":
-        return n_det > 0
+        return n_det > 0 and not conflicts
     if j is None or j.verdict != "yes":
         return False
     if policy == "qwen_only":
         return True
+    # A 2D record is no direct evidence for 3D code (and vice versa), whatever the model says.
+    if conflicts:
+        return False
     return any(e.get("verified") for e in j.evidence) or (n_det > 0 and not j.evidence)
 
 
@@ -131,14 +135,14 @@ class Validate:
                         self.cache.set(key, j)
                 row.update(j.to_dict())
             in_scope = item in todo
-            accepted = decide(self.policy, j, len(ev.items)) if in_scope and (
+            accepted = decide(self.policy, j, len(ev.items), ev.conflicts) if in_scope and (
                 j is not None or self.policy == "evidence_only") else (False if in_scope else None)
             verdict = j.verdict if j else ("not_run" if self.policy != "evidence_only" or not in_scope
                                            else ("yes" if ev.items else "no"))
             evidence = [str(e["text"]) for e in (j.evidence if j else []) if e.get("verified")] or (
                 ev.texts[:6] if accepted else [])
             row.update(accepted=accepted, verdict=verdict,
-                       disagreement=_disagreement(j, len(ev.items)) if j else None)
+                       disagreement=_disagreement(j, len(ev.items), ev.conflicts) if j else None)
             rows.append(row)
             out.append(item.model_copy(update={"verdict": verdict if verdict in (
                 "yes", "no", "not_run", "error", "timeout") else "error", "accepted": accepted,
@@ -156,7 +160,9 @@ class Validate:
         return out, trace
 
 
-def _disagreement(j: Judgement, n_det: int) -> str | None:
+def _disagreement(j: Judgement, n_det: int, conflicts: list[str] | None = None) -> str | None:
+    if j.verdict == "yes" and conflicts:
+        return f"Qwen says yes, but {conflicts[0]}"
     if j.verdict == "yes" and n_det == 0:
         return "Qwen says yes, but no shared string/API/pattern was found"
     if j.verdict == "no" and n_det >= 3:
