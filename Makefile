@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: demo test install models kb index lint bench freeze clean-cache
+.PHONY: demo test install models kb index lint bench freeze clean-cache browser
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,13 @@ demo: models index
 	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 
-test: models kb
+# Debian's chromium drives the end-to-end test (no browser download; Playwright uses it as is).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
+
+test: models kb browser
 	$(PY) -m pytest -q
 
 lint: install
