@@ -16,18 +16,18 @@ EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 
 @pytest.fixture(scope="module")
-def report(engine: Engine):  # noqa: ANN201
+def report(engine: Engine):
     return evaluate_set(engine, load_set(), Settings(alternatives=("D",), run_validator=False))
 
 
-def test_no_metric_drops_below_the_pinned_value(report) -> None:  # noqa: ANN001
+def test_no_metric_drops_below_the_pinned_value(report) -> None:
     tol = EXPECTED["tolerance"]
     for system, metrics in EXPECTED["metrics"].items():
         for name, value in metrics.items():
             assert report.metrics[system][name] >= value - tol, (system, name, report.metrics[system][name])
 
 
-def test_d_beats_each_leg_alone(report) -> None:  # noqa: ANN001
+def test_d_beats_each_leg_alone(report) -> None:
     d = report.metrics["D"]["ndcg@10"]
     assert d > report.metrics["bm25"]["ndcg@10"]
     assert d > report.metrics["embedding"]["ndcg@10"]
