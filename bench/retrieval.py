@@ -58,7 +58,7 @@ def main(runs: int = 3) -> dict[str, object]:
     q = emb.encode([texts[0]])[0]
     out["embedding_query"] = {"encode_median_ms": statistics.median(enc),
                               "search_median_ms": timeit(lambda: vec.search(q, 50), runs=20).median_ms,
-                              "model": vec.model, "dim": int(vec.matrix.shape[1])}
+                              "model": getattr(emb, "title", vec.model), "dim": int(vec.matrix.shape[1])}
     s = Settings(alternatives=("D",), run_validator=False)
     e2e = [timeit(lambda c=c: engine.run(c.code, s), runs=3).median_ms for c in chunks]
     out["d_end_to_end_no_validator"] = {"median_ms": statistics.median(e2e), "max_ms": max(e2e),
