@@ -22,9 +22,7 @@ import hashlib
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Sequence
@@ -34,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import scipy
 import scipy.sparse as sp
+
+from pipeline import atomic
 
 FORMAT_VERSION = 1
 ARRAYS_FILE = "bm25_arrays.npz"  # CSC arrays, idf, doc lengths
@@ -222,8 +222,8 @@ class BM25Index:
             },
             "vocab": self.vocab,
         }
-        _atomic_write(folder / ARRAYS_FILE, payload)
-        _atomic_write(folder / META_FILE, json.dumps(meta, ensure_ascii=False).encode("utf-8"))
+        atomic.write_bytes(folder / ARRAYS_FILE, payload)
+        atomic.write_bytes(folder / META_FILE, json.dumps(meta, ensure_ascii=False).encode("utf-8"))
 
     @classmethod
     def load(cls, folder: Path) -> BM25Index:
@@ -293,17 +293,3 @@ def _okapi_idf(df: np.ndarray, n_docs: int, epsilon: float) -> np.ndarray:
     arr = np.asarray(idf, dtype=np.float64)
     arr[arr < 0] = eps
     return arr
-
-
-def _atomic_write(path: Path, payload: bytes) -> None:
-    """Write to a unique temp file in the same folder, fsync, then os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
