@@ -69,7 +69,7 @@ class VectorIndex:
 
 
 def _model_key(embedder: Embedder) -> str:
-    ident = getattr(embedder, "path", embedder.name)
+    ident = getattr(embedder, "fingerprint", None) or getattr(embedder, "path", embedder.name)
     return f"{embedder.name}-{hashlib.sha1(str(ident).encode()).hexdigest()[:8]}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -41,6 +42,16 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._model = None
         self._lock = threading.Lock()  # torch modules are not safe to call from two sessions at once
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the model files, not of their path: a fresh clone's venv reuses cached vectors."""
+        h = hashlib.sha256()
+        for f in sorted(p for p in Path(self.path).rglob("*") if p.is_file()):
+            h.update(f.relative_to(self.path).as_posix().encode())
+            size = f.stat().st_size
+            h.update(f.read_bytes() if size < 1 << 20 else str(size).encode())
+        return h.hexdigest()
 
     def load(self) -> None:
         if self._model is None:
