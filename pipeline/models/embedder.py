@@ -64,10 +64,10 @@ class SentenceTransformerEmbedder:
                 raise ModelError(f"cannot load the embedder from {self.path}: {exc}") from exc
 
     def encode(self, texts: Sequence[str], *, progress: ProgressFn | None = None) -> np.ndarray:
-        self.load()
-        assert self._model is not None
         out = []
-        with self._lock:
+        with self._lock:  # also guards the load: a background warm-up and a run may race
+            self.load()
+            assert self._model is not None
             for start in range(0, len(texts), self.batch_size):
                 batch = list(texts[start : start + self.batch_size])
                 out.append(self._model.encode(batch, batch_size=self.batch_size, normalize_embeddings=True,

@@ -152,8 +152,10 @@ def get_engine(choice: KBChoice | None = None) -> Engine | None:
             if slot.engine is None:
                 engine = _open(choice, progress)
                 try:
+                    # Vectors only: the embedder itself loads on the first run (or in the background
+                    # below), so the first screen is not held up by importing torch.
                     embedder, _ = engine.dense(None, progress)
-                    embedder.encode(["func _ready():\n\tpass"])  # load the model now: the first run stays fast
+                    threading.Thread(target=embedder.encode, args=(["func _ready():\n\tpass"],), daemon=True).start()
                 except Exception as exc:  # BM25 still works; the embedding panel says why it is empty
                     slot.dense_error = str(exc)
                 slot.engine = engine
