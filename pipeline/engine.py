@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.bm25_index import BM25Index
 from pipeline.chunk import prepare_chunk
 from pipeline.evidence import fact_term
 from pipeline.kb import index as kb_index
@@ -58,7 +59,7 @@ def _quiet(step: str, done: int, total: int) -> None:
 @dataclass
 class Engine:
     store: KBStore
-    bm25: object  # BM25Index
+    bm25: BM25Index
     embedders: dict[str, Embedder] = field(default_factory=dict)
     vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)
     qwens: dict[str, QwenGGUF] = field(default_factory=dict)
@@ -117,11 +118,11 @@ class Engine:
 
     def term_weight(self, fact: str) -> float:
         """Rarity of a code fact in the KB (BM25 idf): `screen_size` says more than `velocity`."""
-        ids = self.bm25.term_ids  # type: ignore[attr-defined]
+        ids = self.bm25.term_ids
         term = fact_term(fact)
         for t in (term, term.rsplit(".", 1)[-1]):
             if t in ids:
-                return max(float(self.bm25.idf[ids[t]]), 0.1)  # type: ignore[attr-defined]
+                return max(float(self.bm25.idf[ids[t]]), 0.1)
         return 1.0
 
     # --- stages -----------------------------------------------------------
@@ -130,7 +131,7 @@ class Engine:
 
     def retrieve(self, chunk: ChunkInfo, query: QueryResult, bm25_k: int, dense_k: int, model: str | None,
                  progress: ProgressFn = _quiet) -> tuple[LegResult, LegResult, list[StageTrace]]:
-        bm = BM25Retriever(self.store, self.bm25, bm25_k)  # type: ignore[arg-type]
+        bm = BM25Retriever(self.store, self.bm25, bm25_k)
         b = bm.run(query)
         traces = [bm.trace(b, query)]
         try:

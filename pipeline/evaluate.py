@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from pipeline.config import FIXTURES
@@ -91,8 +92,9 @@ def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]
                     for qid in qrels}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba's uint64 cast warning is noise here
-            overall[system] = {m: float(v) for m, v in evaluate(q, Run(run_dict), list(METRICS)).items()}
             scores = evaluate(q, Run(run_dict), list(METRICS), return_mean=False)
+        # One ranx pass: the overall figure is the mean of the per-query scores.
+        overall[system] = {m: float(np.mean(arr)) for m, arr in scores.items()}
         for m, arr in scores.items():
             for qid, v in zip(sorted(qrels), arr, strict=False):
                 per_q.setdefault(qid, {}).setdefault(system, {})[m] = float(v)

@@ -42,7 +42,7 @@ class BuildReport:
     content_hash: str
 
 
-def _no_progress(items: Iterable[Path], desc: str, total: int) -> Iterable[Path]:
+def no_progress(items: Iterable[Path], desc: str, total: int) -> Iterable[Path]:
     return items
 
 
@@ -50,7 +50,7 @@ def record_line(record: AnyRecord) -> str:
     return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
 
 
-def collect(docs: Path, progress: Progress = _no_progress) -> list[AnyRecord]:
+def collect(docs: Path, progress: Progress = no_progress) -> list[AnyRecord]:
     """Parse the corpus into records (class reference first: its member index feeds tutorials)."""
     class_files = sorted(p for p in (docs / "classes").glob("class_*.rst"))
     classes = [
@@ -89,7 +89,7 @@ def content_hash(records: Iterable[AnyRecord]) -> str:
     return h.hexdigest()
 
 
-def build(docs: Path, out: Path, progress: Progress = _no_progress) -> BuildReport:
+def build(docs: Path, out: Path, progress: Progress = no_progress) -> BuildReport:
     if not (docs / "classes").is_dir() or not (docs / "tutorials").is_dir():
         raise FileNotFoundError(
             f"{docs} does not look like the Godot docs corpus (expected classes/ and tutorials/); "

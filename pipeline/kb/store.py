@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import config
-from pipeline.kb.build import KIND_FILES, Progress, build, content_hash
+from pipeline.kb.build import KIND_FILES, Progress, build, content_hash, no_progress
 from pipeline.kb.load import LoadResult, load_jsonl
 from pipeline.records import AnyRecord
 
@@ -44,10 +44,7 @@ def ensure_builtin(progress: Progress | None = None) -> Path:
     """Build the built-in KB if it is missing (first start on a fresh clone)."""
     out = config.kb_dir()
     if not (out / "manifest.json").is_file():
-        if progress is None:
-            build(config.docs_root(), out)
-        else:
-            build(config.docs_root(), out, progress)
+        build(config.docs_root(), out, progress or no_progress)
     return out
 
 

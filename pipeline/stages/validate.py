@@ -111,7 +111,8 @@ class Validate:
                                       "only_in_code": ev.only_in_code, "only_in_record": ev.only_in_record,
                                       "conflicts": ev.conflicts, "coverage": ev.coverage}
             j: Judgement | None = None
-            if item in todo and self.policy != "evidence_only" and self.validator is not None:
+            in_scope = n < self.top_k  # by position: equal items further down are not in scope
+            if in_scope and self.policy != "evidence_only" and self.validator is not None:
                 if progress:
                     progress(n, len(todo), item.source or item.record_id)
                 key = VerdictCache.key(self.validator, chunk.text, record_line(record)) if self.cache else ""
@@ -134,7 +135,6 @@ class Validate:
                     if self.cache:
                         self.cache.set(key, j)
                 row.update(j.to_dict())
-            in_scope = item in todo
             accepted = decide(self.policy, j, len(ev.items), ev.conflicts) if in_scope and (
                 j is not None or self.policy == "evidence_only") else (False if in_scope else None)
             verdict = j.verdict if j else ("not_run" if self.policy != "evidence_only" or not in_scope
