@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
+# Every step prints its wall time (and .ci/run sums them up), so a slow step shows in every log.
+TIMED := .ci/timed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -17,21 +19,22 @@ export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=O
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 	@echo "installing pinned requirements (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)"
-	$(PY) -m pip install -r requirements.txt
+	$(TIMED) install bash -c '$(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -r requirements.txt'
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 models: install
-	$(PY) -m pipeline models prepare
+	$(TIMED) models $(PY) -m pipeline models prepare
 
 kb: install
-	$(PY) -m pipeline kb ensure
+	$(TIMED) kb $(PY) -m pipeline kb ensure
 
+# BM25 and the embedding vectors of every record (~10 min with MiniLM on 2 cores the first time;
+# cached by model files and KB content, resumable). Tests never compute them: `make test` does, first.
 index: kb
-	$(PY) -m pipeline kb index
+	$(TIMED) index $(PY) -m pipeline kb index
 
 demo: models index
 	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) \
@@ -39,15 +42,18 @@ demo: models index
 
 # Debian's chromium drives the end-to-end test (no browser download; Playwright uses it as is).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@$(TIMED) browser bash -c 'command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }'
 
-test: models kb browser
-	$(PY) -m pytest -q
+# Every cache a test needs is built above, with progress bars, before pytest starts. The fast suite
+# runs first; the model and browser tests (real GGUFs, real chromium) follow.
+test: models index browser
+	$(TIMED) "pytest fast" $(PY) -m pytest -q -m "not model and not browser"
+	$(TIMED) "pytest models" $(PY) -m pytest -q -m "model or browser"
 
 lint: install
-	$(VENV)/bin/ruff check .
+	$(TIMED) lint $(VENV)/bin/ruff check .
 
 bench: models index
 	$(PY) -m bench

@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
@@ -22,6 +23,9 @@ from pipeline.trace import Trace
 
 DEV_SET = FIXTURES / "eval" / "dev.jsonl"
 METRICS = ("ndcg@10", "mrr", "recall@50")
+# Every constant chosen on data (α, thresholds, k, training choices) is chosen on the "tune" half;
+# figures and tests report the "test" half, which nothing is tuned on.
+Split = Literal["tune", "test"]
 
 
 class LabelledChunk(BaseModel):
@@ -32,9 +36,11 @@ class LabelledChunk(BaseModel):
     relevant: dict[str, int] = Field(default_factory=dict)  # doc_path -> grade 1..3
     must_not_accept: list[str] = Field(default_factory=list)
     notes: str = ""
+    split: Split | None = None  # None: a user's set without halves
 
 
-def load_set(path: Path = DEV_SET) -> list[LabelledChunk]:
+def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledChunk]:
+    """The labelled chunks of ``path``; only one half of the dev set when ``split`` is given."""
     out, errors = [], []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -45,6 +51,10 @@ def load_set(path: Path = DEV_SET) -> list[LabelledChunk]:
             errors.append(f"{path}:{n}: {str(exc).splitlines()[0]}")
     if errors:
         raise ValueError("invalid labelled set:\n" + "\n".join(errors))
+    if split is not None:
+        out = [c for c in out if c.split == split]
+        if not out:
+            raise ValueError(f"{path} has no chunk in the {split!r} half")
     return out
 
 

@@ -25,6 +25,9 @@ from pipeline.ui.jobs import Job
 from pipeline.ui.state import UserKB
 
 REPO = Path(__file__).resolve().parents[1]
+# The app opens the built-in KB with its indexes; the session's `engine` fixture builds any that are
+# missing (with progress) before the first app starts, so no app run can time out on a cold cache.
+pytestmark = pytest.mark.usefixtures("engine")
 APP = REPO / "app.py"
 PAGES = sorted((REPO / "pages").glob("*.py"))
 SMALL_KB = REPO / "fixtures" / "user_kb" / "small.jsonl"

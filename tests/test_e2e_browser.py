@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page, ViewportSize
 
 REPO = Path(__file__).resolve().parents[1]
+# The app opens the built-in KB with its indexes; the session's `engine` fixture builds any that are
+# missing (with progress) before the first app starts, so no app run can time out on a cold cache.
+pytestmark = pytest.mark.usefixtures("engine")
 ARTIFACTS = REPO / "artifacts"
 REFERENCE_CHUNK = REPO / "fixtures" / "reference_chunk.gd"
 CHROMIUM = Path("/usr/bin/chromium")
