@@ -80,10 +80,11 @@ _INLINE = re.compile(
     r"``(?P<lit>.+?)``(?!`)"
     r"|:(?P<role>[a-z]+):`(?P<rtext>[^`]*)`"
     r"|`(?P<ltext>[^`<]*?)\s*<(?P<url>[^`>]*)>`__?"
-    r"|\*\*(?P<bold>[^*]+?)\*\*"
+    r"|\*\*(?P<bold>(?:[^*\\]|\\.)+?)\*\*"
     r"|\|(?P<sub>[a-z]+)\|"
     r"|\\(?P<esc>.?)"  # "\\" at the very end: an escaped line break
-    r"|(?<![\w*])\*(?P<it>[^*\s][^*]*?)\*(?![\w*])",
+    r"|(?<![\w*])\*(?P<it>[^*\s][^*]*?)\*(?![\w*])"
+    r"|(?<![\w`])`(?P<dflt>[^`]+?)`(?![\w`])",  # the default role: italic text
     re.S,
 )
 _ROLE_TARGET = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]*)>$", re.S)
@@ -111,7 +112,9 @@ def _role(role: str, body: str) -> str:
 
 def _inline_sub(m: re.Match[str]) -> str:
     if m.group("lit") is not None:
-        return m.group("lit")
+        return m.group("lit").replace(" ", "\x01")  # protected from the whitespace collapse
+    if m.group("dflt") is not None:
+        return m.group("dflt")
     if m.group("role") is not None:
         return _role(m.group("role"), m.group("rtext"))
     if m.group("url") is not None:
@@ -128,8 +131,8 @@ def _inline_sub(m: re.Match[str]) -> str:
 def render_inline(text: str) -> str:
     """RST inline markup -> plain text (``:ref:`Vector2<class_Vector2>``` -> ``Vector2``)."""
     if not any(c in text for c in "`*|\\"):
-        return text
-    return _INLINE.sub(_inline_sub, text)
+        return re.sub(r"[ \t]{2,}", " ", text)
+    return re.sub(r"[ \t]{2,}", " ", _INLINE.sub(_inline_sub, text)).replace("\x01", " ")
 
 
 # --- block structure -----------------------------------------------------------

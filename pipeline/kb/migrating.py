@@ -64,6 +64,7 @@ def _plain(text: str) -> str:
     text = re.sub(r":abbr:`([^`(]*?)\s*(?:\([^`]*\))?`", r"\1", text)
     text = re.sub(r":kbd:`([^`]*)`", r"\1", text)
     text = text.replace("``", "`").replace("**", "")
+    text = re.sub(r"(?<![\w*`])\*(?=\S)([^*]+?)(?<=\S)\*(?![\w*])", r"\1", text)  # *emphasis*
     return re.sub(r"\s+", " ", text).strip()
 
 

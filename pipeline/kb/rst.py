@@ -486,15 +486,20 @@ class _Reader:
     def inline(self, raw: str) -> str:
         """Plain text of one paragraph's inline markup."""
         kept: list[str] = []
+        literals: list[str] = []  # put back after whitespace is normalised: spaces inside ``code`` matter
 
         def keep(s: str) -> str:
             kept.append(s)
             return f"\x00{len(kept) - 1}\x00"
 
+        def keep_literal(s: str) -> str:
+            literals.append(s)
+            return f"\x01{len(literals) - 1}\x01"
+
         text = raw
         # The "in" guards skip regex passes that cannot match; most paragraphs need few.
         if "`" in text:
-            text = _LITERAL_RE.sub(lambda m: keep(m.group(1)), text)
+            text = _LITERAL_RE.sub(lambda m: keep_literal(m.group(1)), text)
             text = _ROLE_RE.sub(lambda m: keep(self._role(m.group(1), m.group(2) or m.group(3))), text)
             text = _LINK_RE.sub(lambda m: keep(_link_text(m.group(1))), text)
             text = _DEFAULT_ROLE_RE.sub(lambda m: keep(m.group(1)), text)
@@ -509,12 +514,14 @@ class _Reader:
             text = _FOOTNOTE_REF_RE.sub("", text)
         if "\\" in text:
             text = _ESCAPE_RE.sub(r"\1", text.replace("\\ ", ""))
-        for _ in range(3):  # placeholders can nest (a literal inside a link's text)
+        for _ in range(3):  # placeholders can nest (a role inside a link's text)
             if "\x00" not in text:
                 break
             text = _PLACEHOLDER_RE.sub(lambda m: kept[int(m.group(1))], text)
         text = re.sub(r"[ \t]+", " ", text)
         text = re.sub(r" *\n *", "\n", text)
+        if literals:
+            text = re.sub("\x01(\\d+)\x01", lambda m: literals[int(m.group(1))], text)
         return text.strip()
 
     def _role(self, role: str, content: str) -> str:
