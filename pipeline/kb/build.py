@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipeline import atomic
 from pipeline.config import FIXTURES
-from pipeline.kb import classref, migrating, rst
+from pipeline.kb import class_records, classref, migrating, rst
 from pipeline.kb.load import load_jsonl
 from pipeline.records import AnyRecord
 
@@ -27,7 +27,6 @@ KIND_FILES = {
     "api_mapping": "api_mapping.jsonl",
     "label_prototype": "label_prototypes.jsonl",
 }
-MIGRATION_DOC = "tutorials/migrating/upgrading_to_godot_4.rst"
 LABELS_FILE = FIXTURES / "labels" / "labels.jsonl"
 
 Progress = Callable[[Iterable[Path], str, int], Iterable[Path]]
@@ -58,12 +57,13 @@ def collect(docs: Path, progress: Progress = no_progress) -> list[AnyRecord]:
         for p in progress(class_files, "class reference", len(class_files))
     ]
     members = classref.member_index(classes)
-    renames = migrating.rename_records((docs / MIGRATION_DOC).read_text(encoding="utf-8"), MIGRATION_DOC)
+    migration = migrating.MIGRATION_DOC
+    renames = migrating.rename_records((docs / migration).read_text(encoding="utf-8"), migration)
     rename_map = migrating.rename_map(renames)
 
     records: list[AnyRecord] = list(renames)
     for cls in classes:
-        records.extend(classref.class_records(cls, rename_map))
+        records.extend(class_records.class_records(cls, rename_map))
 
     pages = sorted(
         p for top in ("getting_started", "tutorials") for p in (docs / top).rglob("*.rst")
