@@ -67,9 +67,13 @@ def _search(pattern: str, code: str) -> bool:
 
 def test_every_class_file_parses_and_index_is_skipped(corpus: Corpus, docs_root: Path) -> None:
     files = list((docs_root / "classes").glob("class_*.rst"))
-    assert len(corpus.classes) == len(files) > 1000
+    assert len(corpus.classes) == len(files) == 1078
     assert all(c.doc_path.startswith("classes/class_") for c in corpus.classes)
     assert len({c.name for c in corpus.classes}) == len(corpus.classes)
+    # The tab-indented "contribute" containers ("There is currently no description ...") are dropped whole.
+    texts = [c.brief + c.description for c in corpus.classes]
+    texts += [m.description for c in corpus.classes for m in c.members]
+    assert not [t for t in texts if "There is currently no description" in t]
 
 
 def test_parsing_the_class_reference_is_fast(corpus: Corpus) -> None:
@@ -145,13 +149,6 @@ def test_member_index(corpus: Corpus) -> None:
     assert index["clamp"] == sorted(index["clamp"])
     assert {"AnimatedSprite2D", "AnimationPlayer"} <= set(index["play"])
     assert "Node" in index["PROCESS_MODE_INHERIT"]
-
-
-def test_parsing_is_deterministic(corpus: Corpus, docs_root: Path) -> None:
-    again, _ = _parse_all(docs_root)
-    assert again == corpus.classes
-    rmap = migrating.rename_map(corpus.renames)
-    assert [r for c in again for r in class_records.class_records(c, rmap)] == corpus.records
 
 
 # --- docs chunks -------------------------------------------------------------------

@@ -143,7 +143,7 @@ def section_spans(lines: Sequence[str]) -> list[tuple[Heading, int]]:
     """Each heading with the end of its own text (the start of the next heading of any level)."""
     found = headings(lines)
     ends = [h.start for h in found[1:]] + [len(lines)]
-    return list(zip(found, ends, strict=True))
+    return list(zip(found, ends, strict=False))  # no headings: no spans
 
 
 # --- directives -------------------------------------------------------------------
