@@ -18,7 +18,7 @@ from pipeline import atomic
 from pipeline.config import FIXTURES
 from pipeline.kb import class_records, classref, migrating, rst
 from pipeline.kb.load import load_jsonl
-from pipeline.records import AnyRecord
+from pipeline.records import AnyRecord, record_line  # older callers still import record_line from here
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,6 @@ class BuildReport:
 
 def no_progress(items: Iterable[Path], desc: str, total: int) -> Iterable[Path]:
     return items
-
-
-def record_line(record: AnyRecord) -> str:
-    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
 
 
 def collect(docs: Path, progress: Progress = no_progress) -> list[AnyRecord]:
