@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark and write BENCHMARKS.md from bench/results/*.json.
 
-python -m bench [retrieval models scale]   (default: all)
+python -m bench [retrieval models scale rst_parse]   (default: all)
 python -m bench --render                   (only rewrite BENCHMARKS.md from stored results)
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ["retrieval", "models", "scale"]
+SUITES = ["retrieval", "models", "scale", "rst_parse"]
 
 
 def _load(name: str) -> dict | None:
@@ -82,10 +82,36 @@ def render() -> str:
     sc = _load("scale")
     if sc:
         lines += [f"## Scale curves (measured {sc['measured_at']})", "", sc.get("markdown", ""), ""]
+    lines += _rst_parse_section()
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]
     return "\n".join(lines)
+
+
+def _rst_parse_section() -> list[str]:
+    rp = _load("rst_parse")
+    if not rp:
+        return []
+    du, tk, plain = rp["docutils"], rp["toolkit"], rp["docutils_plain"]
+    m = rp["machine"]
+    return [f"## RST parsing: docutils vs the KB's RST toolkit (measured {rp['measured_at']} on {m['cpu']}, "
+            f"{m['cores']} cores)", "",
+            f"All {rp['files']:,} RST files of the Godot docs ({rp['megabytes']} MB); the job is the KB's: section "
+            "headings and code blocks (`python -m bench.rst_parse`).", "",
+            "| what | result |", "|---|---|",
+            f"| docutils {rp['docutils_version']} `Parser.parse` to a doctree, Sphinx roles/directives stubbed, "
+            f"then sections and literal blocks read from the tree | {_t(du['time'])} |",
+            f"| toolkit (`pipeline/kb/rsttext.py`): headings, section spans, code directives and `::` blocks "
+            f"| **{_t(tk['time'])}** |",
+            f"| speed-up toolkit / docutils | **{rp['speedup']:.0f}×** |",
+            f"| sections found, docutils / toolkit | {du['sections']:,} / {tk['sections']:,} |",
+            f"| code blocks found, docutils / toolkit | {du['code_blocks']:,} / {tk['code_blocks']:,} |",
+            f"| errors reported by docutils with the stand-ins (real markup errors in the corpus) | {du['errors']:,} |",
+            f"| errors reported by plain docutils (unknown `:ref:`, `.. tabs::` ...; one run, "
+            f"{plain['ms'] / 1000:.0f} s) | {plain['errors']:,} |",
+            f"| the KB's full readers (`rst.parse_page` + `classref.parse_class`: also inline markup, chunking) "
+            f"| {_t(rp['readers']['time'])} |", ""]
 
 
 def main(argv: list[str]) -> None:

@@ -7,6 +7,7 @@ browser sessions, so nobody may mutate one in place. Unknown fields are kept
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -64,3 +65,9 @@ class LabelPrototype(BaseRecord):
 Record = Annotated[DocsChunk | ApiMapping | LabelPrototype, Field(discriminator="kind")]
 RECORD_ADAPTER: TypeAdapter[DocsChunk | ApiMapping | LabelPrototype] = TypeAdapter(Record)
 AnyRecord = DocsChunk | ApiMapping | LabelPrototype
+
+
+def record_line(record: AnyRecord) -> str:
+    """The canonical JSON line of a record: sorted keys, non-ASCII kept. The KB files hold these lines,
+    the content hash is taken over them, and caches key on them."""
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)

@@ -1,4 +1,4 @@
-"""The full KB build on the real corpus: counts, the acceptance records, determinism."""
+"""The full KB build on the real corpus: counts, the acceptance records, determinism; opening it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 
 from pipeline.kb.build import KIND_FILES, build
 from pipeline.kb.load import load_jsonl
+from pipeline.kb.store import KBNotBuiltError, ensure_builtin, open_kb
+from pipeline.records import record_line
 
 CSHARP = re.compile(r"using Godot;|public partial class|GD\.Print\(|public override void")
 
@@ -30,11 +32,10 @@ def records(built: Path) -> dict[str, object]:
 
 def test_counts_and_gdscript_blocks(built: Path, records: dict[str, object]) -> None:
     manifest = json.loads((built / "manifest.json").read_text())
-    assert manifest["counts"]["docs_chunk"] > 3000
-    assert manifest["counts"]["api_mapping"] > 10000
-    assert manifest["counts"]["label_prototype"] >= 30
-    # 778 GDScript blocks exist in the corpus (tutorials plus class reference examples).
-    assert manifest["code_blocks"] >= 740
+    # The corpus is pinned (shared/godot-docs), so the counts are exact.
+    assert manifest["counts"] == {"docs_chunk": 7858, "api_mapping": 21202, "label_prototype": 39}
+    # GDScript blocks in docs chunks: 747 from tutorial pages, the rest from class-reference examples.
+    assert manifest["code_blocks"] == 1586
     blocks = [b for r in records.values() if r.kind == "docs_chunk" for b in r.code_blocks]
     assert len(blocks) == manifest["code_blocks"]
     assert not [b for b in blocks if CSHARP.search(b)], "C# leaked into code_blocks"
@@ -53,7 +54,31 @@ def test_acceptance_records_exist(records: dict[str, object]) -> None:
             "class/AnimatedSprite2D", "physics/using_character_body_2d"} <= sources
 
 
-def test_build_is_byte_identical(built: Path, docs_root: Path, tmp_path: Path) -> None:
-    build(docs_root, tmp_path)
+def test_records_are_stored_as_their_canonical_line(built: Path, records: dict[str, object]) -> None:
+    lines = (built / KIND_FILES["api_mapping"]).read_text(encoding="utf-8").splitlines()
+    assert lines[0] == record_line(records[json.loads(lines[0])["id"]])
+
+
+def test_open_kb_never_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GDPOC_KB", str(tmp_path / "kb"))
+    with pytest.raises(KBNotBuiltError, match=r"python -m pipeline kb ensure` \(or `make kb`\)") as err:
+        open_kb()
+    assert isinstance(err.value, FileNotFoundError)  # callers that catch FileNotFoundError keep working
+    assert not (tmp_path / "kb").exists()
+
+
+def test_build_is_byte_identical(
+    built: Path, docs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second build, made by ensure_builtin as ``kb ensure`` does, has the same bytes; open_kb then reads it."""
+    monkeypatch.setenv("GDPOC_KB", str(tmp_path / "kb"))
+    monkeypatch.setenv("GODOT_DOCS", str(docs_root))
+    out = ensure_builtin()
+    assert out == tmp_path / "kb"
     for name in [*KIND_FILES.values(), "manifest.json"]:
-        assert (tmp_path / name).read_bytes() == (built / name).read_bytes(), name
+        assert (out / name).read_bytes() == (built / name).read_bytes(), name
+    stamp = (out / "manifest.json").stat().st_mtime_ns
+    assert ensure_builtin() == out and (out / "manifest.json").stat().st_mtime_ns == stamp  # not rebuilt
+    store = open_kb()
+    manifest = json.loads((built / "manifest.json").read_text())
+    assert store.counts == manifest["counts"] and store.content_hash == manifest["content_hash"]

@@ -13,7 +13,6 @@ from pipeline.records import DocsChunk
 
 PLAYER_2D = "getting_started/first_2d_game/03.coding_the_player.rst"
 PLAYER_3D = "getting_started/first_3d_game/03.player_movement_code.rst"
-CSHARP_MARKERS = ("using Godot;", "public partial class", "GD.Print(", "public override void")
 
 # A hand-made slice of the class-reference member index.
 MEMBERS: dict[str, list[str]] = {
@@ -42,7 +41,7 @@ def _holding(records: list[DocsChunk], needle: str) -> list[tuple[DocsChunk, str
 @pytest.fixture(scope="module")
 def corpus(docs_root: Path) -> list[DocsChunk]:
     pages = sorted(p for top in ("getting_started", "tutorials") for p in (docs_root / top).rglob("*.rst"))
-    assert len(pages) > 200
+    assert len(pages) == 258
     records: list[DocsChunk] = []
     for page in pages:
         records.extend(parse_page(page.read_text(encoding="utf-8"), page.relative_to(docs_root).as_posix()))
@@ -118,13 +117,6 @@ def test_player_2d_ids(player_2d: list[DocsChunk]) -> None:
     assert "docs:first_2d_game/coding_the_player#coding-the-player-p4" in ids
 
 
-def test_parsing_is_deterministic(docs_root: Path) -> None:
-    for rel in (PLAYER_2D, "tutorials/scripting/gdscript/gdscript_basics.rst"):
-        first = [r.model_dump() for r in _parse(docs_root, rel, MEMBERS)]
-        second = [r.model_dump() for r in _parse(docs_root, rel, MEMBERS)]
-        assert first == second
-
-
 # --- first 3D game ------------------------------------------------------------
 
 
@@ -142,13 +134,10 @@ def test_player_3d_full_script_is_one_block(docs_root: Path) -> None:
 # --- whole corpus ---------------------------------------------------------------
 
 
-def test_corpus_block_count(corpus: list[DocsChunk]) -> None:
-    assert sum(len(r.code_blocks) for r in corpus) >= 740
-
-
-def test_corpus_has_no_csharp(corpus: list[DocsChunk]) -> None:
-    leaks = [(r.id, m) for r in corpus for b in r.code_blocks for m in CSHARP_MARKERS if m in b]
-    assert leaks == []
+def test_corpus_counts(corpus: list[DocsChunk]) -> None:
+    # Without the member index; C# is checked over the whole build in test_kb_build.py.
+    assert len(corpus) == 2416
+    assert sum(len(r.code_blocks) for r in corpus) == 747
 
 
 def test_corpus_code_is_dedented_and_trimmed(corpus: list[DocsChunk]) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pipeline import atomic
 from pipeline.config import FIXTURES
-from pipeline.kb import classref, migrating, rst
+from pipeline.kb import class_records, classref, migrating, rst
 from pipeline.kb.load import load_jsonl
-from pipeline.records import AnyRecord
+from pipeline.records import AnyRecord, record_line  # older callers still import record_line from here
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,6 @@ KIND_FILES = {
     "api_mapping": "api_mapping.jsonl",
     "label_prototype": "label_prototypes.jsonl",
 }
-MIGRATION_DOC = "tutorials/migrating/upgrading_to_godot_4.rst"
 LABELS_FILE = FIXTURES / "labels" / "labels.jsonl"
 
 Progress = Callable[[Iterable[Path], str, int], Iterable[Path]]
@@ -46,10 +45,6 @@ def no_progress(items: Iterable[Path], desc: str, total: int) -> Iterable[Path]:
     return items
 
 
-def record_line(record: AnyRecord) -> str:
-    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
-
-
 def collect(docs: Path, progress: Progress = no_progress) -> list[AnyRecord]:
     """Parse the corpus into records (class reference first: its member index feeds tutorials)."""
     class_files = sorted(p for p in (docs / "classes").glob("class_*.rst"))
@@ -58,12 +53,13 @@ def collect(docs: Path, progress: Progress = no_progress) -> list[AnyRecord]:
         for p in progress(class_files, "class reference", len(class_files))
     ]
     members = classref.member_index(classes)
-    renames = migrating.rename_records((docs / MIGRATION_DOC).read_text(encoding="utf-8"), MIGRATION_DOC)
+    migration = migrating.MIGRATION_DOC
+    renames = migrating.rename_records((docs / migration).read_text(encoding="utf-8"), migration)
     rename_map = migrating.rename_map(renames)
 
     records: list[AnyRecord] = list(renames)
     for cls in classes:
-        records.extend(classref.class_records(cls, rename_map))
+        records.extend(class_records.class_records(cls, rename_map))
 
     pages = sorted(
         p for top in ("getting_started", "tutorials") for p in (docs / top).rglob("*.rst")

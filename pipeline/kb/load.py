@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from pipeline.errors import describe
 from pipeline.records import RECORD_ADAPTER, AnyRecord
 
 MAX_LINE_BYTES = 2_000_000  # a single record larger than this is refused, not parsed
@@ -38,15 +39,6 @@ class LoadResult:
     @property
     def errors(self) -> list[LoadIssue]:
         return [i for i in self.issues if i.severity == "error"]
-
-
-def _pydantic_reason(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    more = f" (+{exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
-    return "; ".join(parts) + more
 
 
 def parse_lines(lines: Iterable[bytes], name: str, result: LoadResult, seen: dict[str, str]) -> None:
@@ -75,7 +67,7 @@ def parse_lines(lines: Iterable[bytes], name: str, result: LoadResult, seen: dic
         try:
             record = RECORD_ADAPTER.validate_python(obj)
         except ValidationError as exc:
-            result.issues.append(LoadIssue(name, lineno, f"invalid record: {_pydantic_reason(exc)}"))
+            result.issues.append(LoadIssue(name, lineno, f"invalid record: {describe(exc)}"))
             continue
         where = f"{name}:{lineno}"
         if record.id in seen:

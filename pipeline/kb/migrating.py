@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pipeline.kb import rsttext as rt
 from pipeline.records import ApiMapping
 
 MIGRATION_DOC = "tutorials/migrating/upgrading_to_godot_4.rst"
@@ -31,7 +32,6 @@ _KIND_MARKERS = {
     "Constants": "constant",
 }
 
-_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+])\1{3,}\s*$")
 _LIT = r"``([^`]+)``"
 # "AcceptDialog's ``a()`` is now ``b()``", "EditorSettings' ``x`` ...", "A and B's ``x`` ..."
 _CLASS_PREFIX = re.compile(r"^([A-Z]\w*(?:\s+and\s+[A-Z]\w*)*)'s?\s")
@@ -58,40 +58,21 @@ class _Rename:
     note: str  # the bullet's own text, for context
 
 
-def _plain(text: str) -> str:
-    """Bullet text without RST markup (enough for the description)."""
-    text = re.sub(r":ref:`(?:[^`<]*<)?(?:class_)?([^`>]+)>?`", r"\1", text)
-    text = re.sub(r":abbr:`([^`(]*?)\s*(?:\([^`]*\))?`", r"\1", text)
-    text = re.sub(r":kbd:`([^`]*)`", r"\1", text)
-    text = text.replace("``", "`").replace("**", "")
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _sections(lines: list[str]) -> list[tuple[str, int, int]]:
-    """(title, first body line, end line) for every heading of the page."""
-    heads = [
-        i - 1
-        for i in range(1, len(lines))
-        if _UNDERLINE.match(lines[i]) and lines[i - 1].strip() and len(lines[i].rstrip()) >= len(lines[i - 1].rstrip())
-    ]
-    return [
-        (lines[h].strip(), h + 2, heads[k + 1] if k + 1 < len(heads) else len(lines))
-        for k, h in enumerate(heads)
-    ]
+# Bullet text for descriptions: plain, but code keeps its backticks.
+_plain = rt.Inline({}, literal="`{}`")
 
 
 def _table_renames(lines: list[str]) -> list[_Rename]:
-    out: list[_Rename] = []
-    past_header = False
-    for line in lines:
-        s = line.strip()
-        if s.startswith("+="):
-            past_header = True
-        elif past_header and s.startswith("|"):
-            cells = [c.strip() for c in s.strip("|").split("|")]
-            if len(cells) == 2 and all(_IDENT.match(c) for c in cells):
-                out.append(_Rename("class", TABLE_SECTION, None, cells[0], cells[1], TABLE_SECTION, ""))
-    return out
+    """Class renames from the two-column grid table's body (the rows after its ``+===+`` header border)."""
+    header = next((k for k, ln in enumerate(lines) if ln.strip().startswith("+=")), None)
+    if header is None:
+        return []
+    end = next((k for k in range(header, len(lines)) if not lines[k].strip()), len(lines))
+    return [
+        _Rename("class", TABLE_SECTION, None, cells[0], cells[1], TABLE_SECTION, "")
+        for cells in rt.grid_table_rows(lines[header + 1 : end])
+        if len(cells) == 2 and all(_IDENT.match(c) for c in cells)
+    ]
 
 
 def _bullets(lines: list[str]) -> Iterable[tuple[str, str]]:
@@ -203,12 +184,12 @@ def rename_records(text: str, doc_path: str = MIGRATION_DOC) -> list[ApiMapping]
     """One ``ApiMapping`` per Godot 3 -> 4 rename stated on the migration page, in page order."""
     lines = text.splitlines()
     renames: list[_Rename] = []
-    for title, start, end in _sections(lines):
-        if title == TABLE_SECTION:
-            renames.extend(_table_renames(lines[start:end]))
-        elif title == MANUAL_SECTION:
-            for group, bullet in _bullets(lines[start:end]):
-                renames.extend(_bullet_renames(group, bullet, title))
+    for heading, end in rt.section_spans(lines):
+        if heading.title == TABLE_SECTION:
+            renames.extend(_table_renames(lines[heading.body : end]))
+        elif heading.title == MANUAL_SECTION:
+            for group, bullet in _bullets(lines[heading.body : end]):
+                renames.extend(_bullet_renames(group, bullet, MANUAL_SECTION))
 
     records: list[ApiMapping] = []
     used: dict[str, int] = {}

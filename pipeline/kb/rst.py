@@ -1,8 +1,8 @@
 """Turn a getting_started/ or tutorials/ RST page into ``DocsChunk`` records.
 
-A small line-based reader for the subset of reStructuredText (plus the Sphinx
-``tabs`` extension) that the Godot docs use; docutils would need the Sphinx
-extensions registered and is far slower on the whole corpus.
+A line-based reader over the shared RST toolkit (:mod:`pipeline.kb.rsttext`):
+sections by heading, prose paragraphs with inline markup rendered, and GDScript
+blocks (literal blocks, ``code-block`` and ``tabs``), C# left out.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.kb import rsttext as rt
 from pipeline.kb.symbols import extract_api_symbols
 from pipeline.records import DocsChunk
 
 MAX_SECTION_CHARS = 6000
-_TAB = 8  # docutils expands tabs to 8-column stops
 _DEFAULT_LANGUAGE = "gdscript"  # highlight_language in the Godot docs' conf.py
 _GDSCRIPT = frozenset({"gdscript", "gd"})
 _ADMONITIONS = {
@@ -36,47 +36,7 @@ _CODE_DIRECTIVES = frozenset({"code-block", "code", "sourcecode"})
 _CONTAINERS = frozenset({"tabs", "list-table", "csv-table", "table", "container", "only", "centered"})
 _LEADING_FOLDERS = ("getting_started/", "tutorials/")
 
-_ADORNMENT_RE = re.compile(r"^([!-/:-@\[-`{-~])\1*\s*$")
-_DIRECTIVE_RE = re.compile(r"^\.\.\s+([A-Za-z][\w-]*)\s*::(?:\s+(.*?))?\s*$")
 _SUBST_DEF_RE = re.compile(r"^\.\.\s+\|([^|]+)\|\s+([\w-]+)\s*::\s*(.*?)\s*$")
-_OPTION_RE = re.compile(r"^\s*:[\w -]+:(\s|$)")
-_LIST_MARKER_RE = re.compile(r"^(?:[-*+\u2022]\s|\d+[.)]\s|#\.\s|\(?[a-zA-Z0-9]\)\s)")
-_GRID_BORDER_RE = re.compile(r"^\s*\+[-=+]+\+\s*$")
-_GRID_RUN_RE = re.compile(r"\+[-=+]+\+")
-_SIMPLE_TABLE_BORDER_RE = re.compile(r"^\s*=+(?:\s+=+)+\s*$")
-
-_LITERAL_RE = re.compile(r"``(.+?)``")
-# Also accepts quotes in place of backticks: the corpus has ":ref:'class_Camera3D'".
-_ROLE_RE = re.compile(r":([A-Za-z][\w-]*):(?:`((?:[^`\\]|\\.)+?)`|'([^'\s]+)')")
-_TARGETED_RE = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
-_LINK_RE = re.compile(r"`([^`]+?)`__?")
-_DEFAULT_ROLE_RE = re.compile(r"(?<![\w`])`([^`]+?)`(?![\w`])")
-_SUBST_RE = re.compile(r"(?<![\w|])\|(?=\S)([^|\n]+?)(?<=\S)\|(?:__?)?(?![\w|])")
-_STRONG_RE = re.compile(r"(?<![\w*])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
-_EMPHASIS_RE = re.compile(r"(?<![\w*\\])\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*(?![\w*])")
-_FOOTNOTE_REF_RE = re.compile(r"\s?\[(?:#[\w-]*|\d+|\*)\]_")
-_ESCAPE_RE = re.compile(r"\\(.)")
-_PLACEHOLDER_RE = re.compile("\x00(\\d+)\x00")
-_REF_TARGET_RE = re.compile(r":ref:(?:`((?:[^`\\]|\\.)+?)`|'([^'\s]+)')")
-
-_CLASS_TARGET_RE = re.compile(r"^class_(@?[A-Za-z0-9]+)(?:_(.+))?$")
-# Longest first: "theme_font_size_" must win over "theme_font_".
-_MEMBER_KINDS = (
-    "private_method_",
-    "method_",
-    "property_",
-    "signal_",
-    "constant_",
-    "annotation_",
-    "enum_",
-    "theme_font_size_",
-    "theme_color_",
-    "theme_constant_",
-    "theme_font_",
-    "theme_icon_",
-    "theme_style_",
-)
-_CLASS_ONLY_KINDS = ("constructor_", "operator_")
 
 # Bare "::" blocks that are prose-adjacent commands, not GDScript.
 _SHELL_FIRST_WORDS = frozenset(
@@ -85,9 +45,6 @@ _SHELL_FIRST_WORDS = frozenset(
 # "Here's an example of the output::", "Will print::": program output, not code.
 _OUTPUT_LEAD_IN_RE = re.compile(
     r"(?:\boutput(?: from the \w+)?(?: will be| is)?|\bwill print|\bprints?(?: out)?)\s*:*$", re.IGNORECASE
-)
-_CSHARP_LINE_RE = re.compile(
-    r"^\s*(?:using\s+[\w.]+\s*;|namespace\s|(?:public|private|protected|internal)\s|\[Export\b|(?:\w+\s+)*override\s+\w+)|\bGD\.Print"
 )
 
 
@@ -171,50 +128,20 @@ def _api_symbols(items: list[_Item], reader: _Reader, member_index: Mapping[str,
 
 
 def _sections(lines: list[str], reader: _Reader) -> list[_Section]:
-    headings = _headings(lines)
-    if not headings:
+    spans = rt.section_spans(lines)
+    if not spans:
         return [_Section([], reader.body(lines))]
     # Text above the page title is labels, field lists and editor comments;
     # read it only for directives that change state (e.g. ``highlight``).
-    reader.body(lines[: headings[0][0]])
+    reader.body(lines[: spans[0][0].start])
     sections: list[_Section] = []
     stack: list[tuple[int, str]] = []
-    for k, (_, body_start, level, raw_title) in enumerate(headings):
-        end = headings[k + 1][0] if k + 1 < len(headings) else len(lines)
-        while stack and stack[-1][0] >= level:
+    for heading, end in spans:
+        while stack and stack[-1][0] >= heading.level:
             stack.pop()
-        stack.append((level, reader.inline(raw_title)))
-        sections.append(_Section([t for _, t in stack], reader.body(lines[body_start:end])))
+        stack.append((heading.level, reader.inline(heading.title)))
+        sections.append(_Section([t for _, t in stack], reader.body(lines[heading.body : end])))
     return sections
-
-
-def _headings(lines: list[str]) -> list[tuple[int, int, int, str]]:
-    """(first line, first body line, level, title) for each section title."""
-    styles: list[tuple[bool, str]] = []
-    found: list[tuple[int, int, int, str]] = []
-    i, n = 0, len(lines)
-    while i < n - 1:
-        title, under = lines[i], lines[i + 1]
-        if title.strip() and not title[0].isspace() and not _ADORNMENT_RE.match(title) and _is_underline(under, title):
-            over = i > 0 and lines[i - 1].rstrip() == under.rstrip()
-            start = i - 1 if over else i
-            if start == 0 or not lines[start - 1].strip():
-                style = (over, under[0])
-                if style not in styles:
-                    styles.append(style)
-                found.append((start, i + 2, styles.index(style), title.strip()))
-                i += 2
-                continue
-        i += 1
-    return found
-
-
-def _is_underline(line: str, title: str) -> bool:
-    stripped = line.rstrip()
-    if not stripped or line[0].isspace() or not _ADORNMENT_RE.match(stripped):
-        return False
-    # docutils accepts a short underline only as a warning; the corpus has "3D\n==".
-    return len(stripped) >= len(title.rstrip()) or len(stripped) >= 4
 
 
 # --- splitting --------------------------------------------------------------
@@ -288,73 +215,9 @@ def _slug(text: str) -> str:
 # --- body reader ------------------------------------------------------------
 
 
-def _indent(line: str) -> int:
-    col = 0
-    for ch in line:
-        if ch == " ":
-            col += 1
-        elif ch == "\t":
-            col = (col // _TAB + 1) * _TAB
-        else:
-            break
-    return col
-
-
-def _block_end(lines: Sequence[str], start: int, indent: int) -> int:
-    """Index of the first non-blank line at or left of ``indent`` from ``start``."""
-    j = start
-    while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > indent):
-        j += 1
-    return j
-
-
-def _dedent(lines: Sequence[str]) -> list[str]:
-    """Remove the common indentation, counting tabs by width but leaving tabs after it alone."""
-    widths = [_indent(ln) for ln in lines if ln.strip()]
-    if not widths:
-        return []
-    cut = min(widths)
-    out: list[str] = []
-    for ln in lines:
-        if not ln.strip():
-            out.append("")
-            continue
-        col = pos = 0
-        while col < cut:
-            col = (col // _TAB + 1) * _TAB if ln[pos] == "\t" else col + 1
-            pos += 1
-        out.append(" " * (col - cut) + ln[pos:].rstrip())
-    return out
-
-
-def _code_text(lines: Sequence[str]) -> str:
-    body = _dedent(lines)
-    while body and not body[-1].strip():
-        body.pop()
-    while body and not body[0].strip():
-        body.pop(0)
-    return "\n".join(body)
-
-
-def _skip_options(body: Sequence[str]) -> Sequence[str]:
-    k = 0
-    while k < len(body) and body[k].strip() and _OPTION_RE.match(body[k]):
-        k += 1
-    return body[k:]
-
-
-def _looks_like_csharp(code: str) -> bool:
-    lines = [ln.strip() for ln in code.split("\n")]
-    if any(_CSHARP_LINE_RE.search(ln) for ln in lines if not ln.startswith(("#", "//"))):
-        return True
-    lines = [ln for ln in lines if ln and not ln.startswith(("//", "#")) and ln not in ("{", "}")]
-    semicolons = sum(ln.endswith(";") for ln in lines)
-    return bool(lines) and semicolons * 2 > len(lines)
-
-
 def _bare_block_is_gdscript(code: str, lead_in: str) -> bool:
     """Bare ``::`` blocks default to GDScript, but some hold commands, program output or diagrams."""
-    if _OUTPUT_LEAD_IN_RE.search(lead_in.strip()) or _looks_like_shell(code) or _looks_like_csharp(code):
+    if _OUTPUT_LEAD_IN_RE.search(lead_in.strip()) or _looks_like_shell(code) or rt.looks_like_csharp(code):
         return False
     lines = [ln.strip() for ln in code.split("\n") if ln.strip()]
     if any("\u2500" <= ch <= "\u257f" for ch in code):  # box drawing: a tree diagram
@@ -380,7 +243,7 @@ class _Reader:
     """Reads RST body lines into prose paragraphs and GDScript blocks, in order."""
 
     def __init__(self, substitutions: dict[str, str], case_map: Callable[[], dict[str, str]]) -> None:
-        self.substitutions = substitutions
+        self.inline = rt.Inline(substitutions, self.humanise_target)
         self._make_case_map = case_map  # built only if a page spells a class label in lower case
         self._case_map: dict[str, str] | None = None
         self.language = _DEFAULT_LANGUAGE  # changed by ".. highlight::"
@@ -388,231 +251,111 @@ class _Reader:
     def body(self, lines: Sequence[str]) -> list[_Item]:
         items: list[_Item] = []
         lead_in = ""
-        i, n = 0, len(lines)
-        while i < n:
+        i = 0
+        while i < len(lines):
             line = lines[i]
             stripped = line.strip()
             if not stripped:
                 i += 1
-                continue
-            indent = _indent(line)
-            if stripped == ".." or stripped.startswith(".. "):
-                end = _block_end(lines, i + 1, indent)
-                items.extend(self._explicit(stripped, lines[i + 1 : end], indent))
+            elif stripped == ".." or stripped.startswith(".. "):
+                column = rt.indent(line)
+                end = rt.block_end(lines, i + 1, column)
+                items.extend(self._explicit(stripped, lines[i + 1 : end], column))
                 i = end
-                continue
-            if _GRID_BORDER_RE.match(line):
-                j = i
-                while j < n and lines[j].strip():
-                    j += 1
-                items.extend(self._text(_grid_table_text(lines[i:j])))
-                i = j
-                continue
-            j = i + 1
-            while j < n and lines[j].strip() and not lines[j].strip().startswith(".. "):
-                j += 1
-            para = list(lines[i:j])
-            literal_end = j
-            if para[-1].rstrip().endswith("::"):
-                ref = _indent(para[-1])
-                k = j
-                while k < n and not lines[k].strip():
-                    k += 1
-                if k < n and _indent(lines[k]) > ref:
-                    literal_end = _block_end(lines, k, ref)
-                last = para[-1].rstrip()
-                para[-1] = last[:-2].rstrip() if last[:-2].endswith((" ", "\t")) or last.strip() == "::" else last[:-1]
-            paragraph = _simple_table_text(para) if _SIMPLE_TABLE_BORDER_RE.match(para[0]) else _join_paragraph(para)
-            items.extend(self._text(paragraph))
-            if literal_end > j:
-                code = _code_text(lines[j:literal_end])
-                # A lone "::" is introduced by the paragraph before it.
-                lead_in = paragraph.strip() or lead_in
-                if self.language in _GDSCRIPT and _bare_block_is_gdscript(code, lead_in):
-                    items.append(_Item("code", code))
-            lead_in = paragraph
-            i = literal_end
+            elif rt.GRID_BORDER_RE.match(line):
+                end = next((j for j in range(i, len(lines)) if not lines[j].strip()), len(lines))
+                items.extend(self._text(rt.grid_table_text(lines[i:end])))
+                i = end
+            else:
+                i, lead_in = self._paragraph(lines, i, lead_in, items)
         return items
 
-    def _explicit(self, stripped: str, body: Sequence[str], indent: int) -> list[_Item]:
+    def _paragraph(self, lines: Sequence[str], i: int, lead_in: str, items: list[_Item]) -> tuple[int, str]:
+        """One paragraph (or simple table) from ``lines[i]`` and the literal block it may introduce.
+
+        Appends to ``items``; returns the next line to read and the paragraph (the next block's lead-in).
+        """
+        j = i + 1
+        while j < len(lines) and lines[j].strip() and not lines[j].strip().startswith(".. "):
+            j += 1
+        para = list(lines[i:j])
+        literal_end = j
+        if para[-1].rstrip().endswith("::"):
+            literal_end = rt.literal_block_end(lines, j, rt.indent(para[-1]))
+            para[-1] = rt.strip_literal_marker(para[-1])
+        table = rt.SIMPLE_TABLE_BORDER_RE.match(para[0])
+        paragraph = rt.simple_table_text(para) if table else rt.join_paragraph(para)
+        items.extend(self._text(paragraph))
+        if literal_end > j:
+            code = rt.code_text(lines[j:literal_end])
+            # A lone "::" is introduced by the paragraph before it.
+            lead_in = paragraph.strip() or lead_in
+            if self.language in _GDSCRIPT and _bare_block_is_gdscript(code, lead_in):
+                items.append(_Item("code", code))
+        return literal_end, paragraph
+
+    def _explicit(self, stripped: str, body: Sequence[str], column: int) -> list[_Item]:
         """One explicit markup block: directive, target, substitution definition or comment."""
         if _SUBST_DEF_RE.match(stripped) or stripped.startswith(".. _") or stripped == "..":
             return []
-        m = _DIRECTIVE_RE.match(stripped)
-        if m is None:
+        d = rt.directive(stripped)
+        if d is None:
             return []  # a comment
-        name, arg = m.group(1).lower(), (m.group(2) or "").strip()
-        if name == "highlight":
-            self.language = arg.lower() or _DEFAULT_LANGUAGE
+        if d.name == "highlight":
+            self.language = d.arg.lower() or _DEFAULT_LANGUAGE
             return []
-        if name in _CODE_DIRECTIVES or name == "code-tab":
-            language = (arg.split(None, 1)[0] if arg else self.language).lower()
-            code = _code_text(_skip_options(body))
+        if d.name in _CODE_DIRECTIVES or d.name == "code-tab":
+            language = (d.arg.split(None, 1)[0] if d.arg else self.language).lower()
+            code = rt.code_text(rt.skip_options(body))
             # A gdscript label is trusted, but never let C# through.
-            if language in _GDSCRIPT and code and not _looks_like_csharp(code):
+            if language in _GDSCRIPT and code and not rt.looks_like_csharp(code):
                 return [_Item("code", code)]
             return []
-        if name in _ADMONITIONS:
-            label = _ADMONITIONS[name] or self.inline(arg)
-            content: list[str] = list(_skip_options(body))
-            if arg and name != "admonition":
-                # The text after "note::" is the first line of the content.
-                after = stripped[stripped.index("::") + 2 :]
-                column = indent + stripped.index("::") + 2 + len(after) - len(after.lstrip())
-                content.insert(0, " " * column + arg)
-            items = self.body(content)
-            for it in items:
-                if it.kind == "text":
-                    it.text = f"{label}: {it.text}" if label else it.text
-                    break
-            return items
-        if name == "tab":
-            if re.search(r"C#|C\+\+|csharp|\bcpp\b", arg, re.I):
-                return []
-            return self.body(body)
-        if name == "figure":
-            return self.body(_skip_options(body))  # caption and legend
-        if name == "rubric":
-            return self._text(arg)
-        if name in _CONTAINERS:
-            return self.body(_skip_options(body))
+        if d.name in _ADMONITIONS:
+            return self._admonition(d, stripped, body, column)
+        if d.name == "tab":
+            return [] if re.search(r"C#|C\+\+|csharp|\bcpp\b", d.arg, re.I) else self.body(body)
+        if d.name == "rubric":
+            return self._text(d.arg)
+        if d.name == "figure" or d.name in _CONTAINERS:  # a figure's body is its caption and legend
+            return self.body(rt.skip_options(body))
         return []  # image, video, toctree, meta, math, rst-class, raw, ...
 
+    def _admonition(self, d: rt.Directive, stripped: str, body: Sequence[str], column: int) -> list[_Item]:
+        label = _ADMONITIONS[d.name] or self.inline(d.arg)
+        content: list[str] = list(rt.skip_options(body))
+        if d.arg and d.name != "admonition":
+            # The text after "note::" is the first line of the content.
+            after = stripped[stripped.index("::") + 2 :]
+            column += stripped.index("::") + 2 + len(after) - len(after.lstrip())
+            content.insert(0, " " * column + d.arg)
+        items = self.body(content)
+        for it in items:
+            if it.kind == "text":
+                it.text = f"{label}: {it.text}" if label else it.text
+                break
+        return items
+
     def _text(self, raw: str) -> list[_Item]:
-        refs = [_split_target(m.group(1) or m.group(2)) for m in _REF_TARGET_RE.finditer(raw)]
+        refs = [rt.split_target(m.group(1) or m.group(2)) for m in rt.REF_TARGET_RE.finditer(raw)]
         text = self.inline(raw)
         return [_Item("text", text, refs)] if text.strip() else []
 
-    def inline(self, raw: str) -> str:
-        """Plain text of one paragraph's inline markup."""
-        kept: list[str] = []
-
-        def keep(s: str) -> str:
-            kept.append(s)
-            return f"\x00{len(kept) - 1}\x00"
-
-        text = raw
-        # The "in" guards skip regex passes that cannot match; most paragraphs need few.
-        if "`" in text:
-            text = _LITERAL_RE.sub(lambda m: keep(m.group(1)), text)
-            text = _ROLE_RE.sub(lambda m: keep(self._role(m.group(1), m.group(2) or m.group(3))), text)
-            text = _LINK_RE.sub(lambda m: keep(_link_text(m.group(1))), text)
-            text = _DEFAULT_ROLE_RE.sub(lambda m: keep(m.group(1)), text)
-        elif ":'" in text:
-            text = _ROLE_RE.sub(lambda m: keep(self._role(m.group(1), m.group(2) or m.group(3))), text)
-        if "|" in text:
-            text = _SUBST_RE.sub(lambda m: keep(self.substitutions.get(m.group(1), "")), text)
-        if "*" in text:
-            text = _STRONG_RE.sub(r"\1", text)
-            text = _EMPHASIS_RE.sub(r"\1", text)
-        if "]_" in text:
-            text = _FOOTNOTE_REF_RE.sub("", text)
-        if "\\" in text:
-            text = _ESCAPE_RE.sub(r"\1", text.replace("\\ ", ""))
-        for _ in range(3):  # placeholders can nest (a literal inside a link's text)
-            if "\x00" not in text:
-                break
-            text = _PLACEHOLDER_RE.sub(lambda m: kept[int(m.group(1))], text)
-        text = re.sub(r"[ \t]+", " ", text)
-        text = re.sub(r" *\n *", "\n", text)
-        return text.strip()
-
-    def _role(self, role: str, content: str) -> str:
-        content = content.replace("\\`", "`")
-        text, target = _split_target(content)
-        if role == "ref":
-            return text or self.humanise_target(target)
-        if role == "doc":
-            return text or target.rstrip("/").rsplit("/", 1)[-1].replace("_", " ")
-        if role in ("download", "any", "term", "numref"):
-            return text or target
-        # kbd, abbr, menu, button, ui, inspector, sub, sup, guilabel, ...: the content itself.
-        return content
-
     def ref_symbol(self, target: str, text: str = "") -> str | None:
         """``class_AnimatedSprite2D_method_play`` -> ``AnimatedSprite2D.play``; None for non-API targets."""
-        m = _CLASS_TARGET_RE.match(target)
-        if m is None:
-            return None
-        cls = self._class_case(m.group(1), text)
-        rest = m.group(2)
-        if not rest:
-            return cls
-        for kind in _MEMBER_KINDS:
-            if rest.startswith(kind):
-                return f"{cls}.{rest[len(kind) :]}"
-        return cls if rest.startswith(_CLASS_ONLY_KINDS) else f"{cls}.{rest}"
+        return rt.label_symbol(target, lambda name: self._class_case(name, text))
 
     def humanise_target(self, target: str) -> str:
-        symbol = self.ref_symbol(target)
-        if symbol:
-            return symbol
-        label = target[4:] if target.startswith("doc_") else target
-        return label.replace("_", " ").strip()
+        return rt.label_text(target, lambda name: self._class_case(name, ""))
 
     def _class_case(self, name: str, text: str) -> str:
         # Sphinx labels are case-insensitive and some pages write "class_sprite2d".
-        if any(ch.isupper() for ch in name):
-            return name
         for word in re.findall(r"[A-Za-z0-9@]+", text):
             if word.lower() == name and any(ch.isupper() for ch in word):
                 return word
         if self._case_map is None:
             self._case_map = self._make_case_map()
         return self._case_map.get(name, name)
-
-
-def _split_target(content: str) -> tuple[str, str]:
-    """``text <target>`` -> (text, target); a bare ``target`` -> ("", target)."""
-    m = _TARGETED_RE.match(content.strip())
-    if m:
-        return m.group(1).strip(), m.group(2).strip()
-    return "", content.strip()
-
-
-def _link_text(content: str) -> str:
-    text, target = _split_target(content)
-    return text or target
-
-
-def _join_paragraph(lines: Iterable[str]) -> str:
-    """One paragraph on one line, but each list item (or table row) on its own line."""
-    out: list[str] = []
-    for ln in lines:
-        s = ln.strip()
-        if _SIMPLE_TABLE_BORDER_RE.match(s) or (_ADORNMENT_RE.match(s) and len(s) >= 3):
-            if out:
-                out[-1] += "\n"
-            continue
-        if out and (_LIST_MARKER_RE.match(s) or out[-1].endswith("\n")):
-            out.append("\n" + s)
-        else:
-            out.append(s)
-    return " ".join(out).replace(" \n", "\n").replace("\n ", "\n")
-
-
-def _simple_table_text(lines: Sequence[str]) -> str:
-    """One line per row. Cells are cut at runs of 2+ spaces, not at the border's
-    columns: emoji cells (|✔️|) are wide, so character offsets drift."""
-    rows: list[str] = []
-    for ln in lines:
-        if _SIMPLE_TABLE_BORDER_RE.match(ln) or re.fullmatch(r"\s*[-=\s]+", ln):
-            continue
-        row = " | ".join(c for c in re.split(r"\s{2,}", ln.strip()) if c)
-        if row:
-            rows.append(row)
-    return "\n".join(rows)
-
-
-def _grid_table_text(lines: Sequence[str]) -> str:
-    rows: list[str] = []
-    for ln in lines:
-        # Border runs also appear mid-line next to a cell spanning rows.
-        cells = [c.strip() for c in _GRID_RUN_RE.sub("|", ln).split("|")]
-        row = " | ".join(c for c in cells if c)
-        if row:
-            rows.append(row)
-    return "\n".join(rows)
 
 
 def _substitutions(lines: Iterable[str]) -> dict[str, str]:
@@ -623,8 +366,8 @@ def _substitutions(lines: Iterable[str]) -> dict[str, str]:
         if m and m.group(2) == "replace":
             # Substitutions are table symbols (|✔️|); their :abbr: tooltips would repeat on every row.
             subs[m.group(1)] = re.sub(r":abbr:`([^`(]+?)\s*\([^`]*\)`", r"\1", m.group(3))
-    reader = _Reader({}, dict)
-    return {name: reader.inline(text) for name, text in subs.items()}
+    inline = rt.Inline({})
+    return {name: inline(text) for name, text in subs.items()}
 
 
 def _case_map(text: str, member_index: Mapping[str, Sequence[str]] | None) -> dict[str, str]:

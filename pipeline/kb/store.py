@@ -40,25 +40,35 @@ def from_load(result: LoadResult, name: str) -> KBStore:
     return KBStore(name, records, content_hash(records), [str(i) for i in result.issues])
 
 
+class KBNotBuiltError(FileNotFoundError):
+    """The built-in KB has not been built in this checkout yet."""
+
+
 def ensure_builtin(progress: Progress | None = None) -> Path:
-    """Build the built-in KB if it is missing (first start on a fresh clone)."""
+    """Build the built-in KB if it is missing (first start on a fresh clone); its folder.
+
+    The one place that builds on demand: ``python -m pipeline kb ensure`` (``make kb``) and
+    the engine call it before :func:`open_kb`, which only reads.
+    """
     out = config.kb_dir()
     if not (out / "manifest.json").is_file():
         build(config.docs_root(), out, progress or no_progress)
     return out
 
 
-def open_kb(paths: Sequence[Path] | None = None, progress: Progress | None = None) -> KBStore:
+def open_kb(paths: Sequence[Path] | None = None) -> KBStore:
+    """The KB in ``paths`` (JSONL files or folders), or else the built-in one, which must have been built.
+
+    Raises ``KBNotBuiltError`` (a ``FileNotFoundError``) naming the fix when the built-in KB is missing.
+    """
     if paths:
-        missing = [str(p) for p in paths if not Path(p).exists()]
-        if missing:
-            raise FileNotFoundError(f"KB path not found: {', '.join(missing)}")
-        result = load_jsonl(paths)
-        if not result.records:
-            raise ValueError("the KB is empty: no valid records in " + ", ".join(map(str, paths))
-                             + ("".join(f"\n  {i}" for i in result.issues[:20])))
-        return from_load(result, ", ".join(Path(p).name for p in paths))
-    out = ensure_builtin(progress)
+        return _open_user(paths)
+    out = config.kb_dir()
+    if not (out / "manifest.json").is_file():
+        raise KBNotBuiltError(
+            f"the built-in KB has not been built yet ({out / 'manifest.json'} is missing); "
+            "build it with `python -m pipeline kb ensure` (or `make kb`)"
+        )
     result = load_jsonl([out / name for name in KIND_FILES.values()])
     if result.errors:
         raise ValueError(f"the built-in KB in {out} is damaged; rebuild it with `python -m pipeline kb build`:\n  "
@@ -66,3 +76,14 @@ def open_kb(paths: Sequence[Path] | None = None, progress: Progress | None = Non
     manifest = json.loads((out / "manifest.json").read_text())
     return KBStore("built-in Godot 4.7 docs", sorted(result.records, key=lambda r: r.id),
                    manifest["content_hash"], [])
+
+
+def _open_user(paths: Sequence[Path]) -> KBStore:
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise FileNotFoundError(f"KB path not found: {', '.join(missing)}")
+    result = load_jsonl(paths)
+    if not result.records:
+        raise ValueError("the KB is empty: no valid records in " + ", ".join(map(str, paths))
+                         + ("".join(f"\n  {i}" for i in result.issues[:20])))
+    return from_load(result, ", ".join(Path(p).name for p in paths))
