@@ -14,7 +14,7 @@ from bench.common import save
 from pipeline.chunk import prepare_chunk
 from pipeline.engine import Engine
 from pipeline.evidence import collect
-from pipeline.kb.build import record_line
+from pipeline.records import record_line
 from pipeline.settings import Settings
 from pipeline.stages.validate import Validate
 

@@ -99,9 +99,11 @@ def kb_stats(
     kb: Annotated[list[Path] | None, typer.Option(help="JSONL files or folders (default: built-in KB)")] = None,
 ) -> None:
     """Count records per kind and report bad lines."""
-    from pipeline.kb.store import open_kb
+    from pipeline.kb.store import ensure_builtin, open_kb
 
     try:
+        if not kb:
+            ensure_builtin(progress=_tqdm)
         store = open_kb(kb)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))

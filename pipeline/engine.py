@@ -17,7 +17,7 @@ from pipeline.bm25_index import BM25Index
 from pipeline.chunk import prepare_chunk
 from pipeline.evidence import fact_term
 from pipeline.kb import index as kb_index
-from pipeline.kb.store import KBStore, open_kb
+from pipeline.kb.store import KBStore, ensure_builtin, open_kb
 from pipeline.models import provision
 from pipeline.models.base import Embedder, Reranker
 from pipeline.models.embedder import SentenceTransformerEmbedder
@@ -69,7 +69,9 @@ class Engine:
 
     @classmethod
     def open(cls, kb: Sequence[Path] | None = None, progress: ProgressFn = _quiet) -> Engine:
-        store = open_kb(kb, progress=None)
+        if not kb:
+            ensure_builtin()  # a fresh clone: build the built-in KB (~4 s) before opening it
+        store = open_kb(kb)
         bm25 = kb_index.open_bm25(store, lambda d, t: progress("bm25 index", d, t))
         return cls(store, bm25)
 

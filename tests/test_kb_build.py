@@ -82,3 +82,18 @@ def test_build_is_byte_identical(
     store = open_kb()
     manifest = json.loads((built / "manifest.json").read_text())
     assert store.counts == manifest["counts"] and store.content_hash == manifest["content_hash"]
+
+
+def test_ensure_rebuilds_a_kb_built_by_other_reader_code(
+    built: Path, docs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout with changed reader code must not keep serving the KB an older checkout built."""
+    monkeypatch.setenv("GDPOC_KB", str(tmp_path / "kb"))
+    monkeypatch.setenv("GODOT_DOCS", str(docs_root))
+    out = ensure_builtin()
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "docs_chunks.jsonl").write_text("stale\n")
+    (out / "manifest.json").write_text(json.dumps({**manifest, "builder": "older reader code"}))
+    ensure_builtin()
+    assert (out / "docs_chunks.jsonl").read_bytes() == (built / "docs_chunks.jsonl").read_bytes()
+    assert json.loads((out / "manifest.json").read_text())["builder"] == manifest["builder"]

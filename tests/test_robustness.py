@@ -28,12 +28,12 @@ from pipeline.bm25_index import ARRAYS_FILE, META_FILE, BM25Index
 from pipeline.chunk import MAX_CHUNK_BYTES, InputError, prepare_chunk
 from pipeline.evidence import collect
 from pipeline.kb import index as kb_index
-from pipeline.kb.build import record_line
 from pipeline.kb.load import MAX_LINE_BYTES, load_bytes, load_jsonl
 from pipeline.kb.store import open_kb
 from pipeline.kb.views import bm25_terms, embed_text
 from pipeline.models.qwen import Timeout, YesNo
 from pipeline.models.validator import Judgement, QwenValidator
+from pipeline.records import record_line
 from pipeline.settings import Settings
 from pipeline.stages.validate import Validate, VerdictCache
 from pipeline.trace import FinalItem

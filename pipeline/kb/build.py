@@ -41,6 +41,20 @@ class BuildReport:
     content_hash: str
 
 
+def builder_digest(docs: Path) -> str:
+    """What the build depends on: the reader code, the labels and the corpus files (names and sizes).
+
+    ``kb ensure`` rebuilds when it changes, so a checkout with new reader code never serves a stale KB.
+    """
+    h = hashlib.sha256()
+    code = [*sorted(Path(__file__).parent.glob("*.py")), Path(__file__).parents[1] / "records.py", LABELS_FILE]
+    for f in code:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for f in sorted(docs.rglob("*.rst")):
+        h.update(f"{f.relative_to(docs).as_posix()}:{f.stat().st_size}\n".encode())
+    return h.hexdigest()
+
+
 def no_progress(items: Iterable[Path], desc: str, total: int) -> Iterable[Path]:
     return items
 
@@ -109,6 +123,6 @@ def build(docs: Path, out: Path, progress: Progress = no_progress) -> BuildRepor
     counts = {k: len(v) for k, v in by_kind.items()}
     code_blocks = sum(len(getattr(r, "code_blocks", [])) for r in records if r.kind == "docs_chunk")
     manifest = {"counts": counts, "code_blocks": code_blocks, "content_hash": digest,
-                "files": KIND_FILES}
+                "files": KIND_FILES, "builder": builder_digest(docs)}
     atomic.write_text(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return BuildReport(out, counts, code_blocks, time.perf_counter() - t0, digest)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import config
-from pipeline.kb.build import KIND_FILES, Progress, build, content_hash, no_progress
+from pipeline.kb.build import KIND_FILES, Progress, build, builder_digest, content_hash, no_progress
 from pipeline.kb.load import LoadResult, load_jsonl
 from pipeline.records import AnyRecord
 
@@ -51,7 +51,12 @@ def ensure_builtin(progress: Progress | None = None) -> Path:
     the engine call it before :func:`open_kb`, which only reads.
     """
     out = config.kb_dir()
-    if not (out / "manifest.json").is_file():
+    manifest = out / "manifest.json"
+    try:
+        current = json.loads(manifest.read_text()).get("builder") == builder_digest(config.docs_root())
+    except (OSError, ValueError):
+        current = False  # missing or unreadable: build
+    if not current:  # missing, or built by other reader code or from another corpus
         build(config.docs_root(), out, progress or no_progress)
     return out
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pipeline import config
 from pipeline.evidence import collect, sanitize_for_model
-from pipeline.kb.build import record_line
 from pipeline.kb.store import KBStore
 from pipeline.models.validator import Judgement, QwenValidator
+from pipeline.records import record_line
 from pipeline.trace import ChunkInfo, FinalItem, StageTrace
 
 log = logging.getLogger(__name__)
