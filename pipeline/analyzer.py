@@ -86,7 +86,8 @@ _KIND_RANK: dict[str, int] = {
 }
 
 # Bump whenever the terms produced for some input change: cached indexes key on it.
-ANALYZER_VERSION = 1
+# 2: ``#region`` / ``#endregion`` labels are comment text on the tree-sitter path too.
+ANALYZER_VERSION = 2
 
 __all__ = ["PARSER_REGEX", "PARSER_TREE_SITTER", "Analysis", "analyze_code", "analyze_text"]
 
@@ -420,14 +421,9 @@ class _Walker:
         self.sink.node_path(self.off(node.start_byte), _node_body(self.raw(node)), _tail(_NODE_TAIL, self.text, end))
 
     # Node paths by grammar type first (a NodePath literal is also a gdlex string); then gdlex's kinds.
-    def skip(self, node: Any) -> None:  # as before gdlex: #region labels give no terms (fixed in the next commit)
-        pass
-
     handlers: ClassVar[dict[str, Callable[[_Walker, Any], None]]] = {
         "node_path": node_path,
         "get_node": get_node,
-        "region_start": skip,
-        "region_end": skip,
     }
     by_kind: ClassVar[dict[str | None, Callable[[_Walker, Any], None]]] = {
         "comment": comment,
