@@ -8,7 +8,7 @@ so the validator's judgement can be checked against plain string matching.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pipeline.gdlex import Token, code_only, lex, strip_comments
@@ -63,6 +63,26 @@ def _distinctive(name: str) -> bool:
     return len(base) >= 4 and base.lower() not in GENERIC
 
 
+def _dotted_facts(bare: str) -> Iterator[tuple[int, str, int]]:
+    """(tier, fact, position) of qualified calls and node paths, and of their distinctive members."""
+    for m in _DOTTED.finditer(bare):
+        parts = m.group(1).split(".")
+        head = parts[0].lstrip("$%")
+        if head[:1].isupper() or parts[0].startswith(("$", "%")):
+            yield 0, ".".join(parts[:2]), m.start()  # Input.is_action_pressed, $AnimatedSprite2D.play
+        for p in parts[1:]:
+            if _distinctive(p) and not p.isupper():
+                yield 2, p, m.start()  # clamp, normalized
+
+
+def _string_facts(code: str) -> Iterator[tuple[str, int]]:
+    """Short one-line string literals (any quotes or prefix), written ``"body"`` as a record would quote them."""
+    for tok in lex(code).strings:
+        body = tok.body
+        if 2 < len(body) <= 40 and not body.isspace() and "\n" not in body:
+            yield f'"{body}"', tok.start
+
+
 def code_facts(code: str) -> list[str]:
     """Distinctive things a Godot developer would look for in a record, most telling first.
 
@@ -76,14 +96,8 @@ def code_facts(code: str) -> list[str]:
         if not any(fact in t for t in tiers):
             tiers[tier][fact] = pos
 
-    for m in _DOTTED.finditer(bare):
-        parts = m.group(1).split(".")
-        head = parts[0].lstrip("$%")
-        if head[:1].isupper() or parts[0].startswith(("$", "%")):
-            add(0, ".".join(parts[:2]), m.start())  # Input.is_action_pressed, $AnimatedSprite2D.play
-        for p in parts[1:]:
-            if _distinctive(p) and not p.isupper():
-                add(2, p, m.start())  # clamp, normalized
+    for tier, fact, pos in _dotted_facts(bare):
+        add(tier, fact, pos)
     for m in _NODE.finditer(bare):
         add(1, m.group(1).lstrip("$%").split("/")[-1], m.start())  # AnimatedSprite2D
     for m in _CALL.finditer(bare):
@@ -94,10 +108,8 @@ def code_facts(code: str) -> list[str]:
         if _distinctive(w) and not w.startswith("_") and not w.isupper() and (
                 "_" in w or any(c.isupper() for c in w[1:])):
             add(1 if w[:1].isupper() else 3, w, m.start())  # CharacterBody2D / screen_size
-    for tok in lex(code).strings:
-        body = tok.body
-        if 2 < len(body) <= 40 and not body.isspace() and "\n" not in body:
-            add(4, f'"{body}"', tok.start)
+    for fact, pos in _string_facts(code):
+        add(4, fact, pos)
     return [f for t in tiers for f in sorted(t, key=lambda f: t[f])]
 
 
