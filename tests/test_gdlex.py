@@ -39,7 +39,8 @@ EXPECTED = [
     ("string", '^"Sprite2D:modulate"', "^", "Sprite2D:modulate"),
     ("string", 'r"C:\\dir\\# (raw)"', "r", "C:\\dir\\# (raw)"),
     ("string", '"../HUD"', "", "../HUD"),  # the $ belongs to the node path, not to the string
-    ("string", '"""Multi-line # string\nwith \'quotes\' and "more" """', "", 'Multi-line # string\nwith \'quotes\' and "more" '),
+    ("string", '"""Multi-line # string\nwith \'quotes\' and "more" """', "",
+     'Multi-line # string\nwith \'quotes\' and "more" '),
     ("comment", "#region Setup", "", "region Setup"),  # the grammar's region_start: a comment to Godot
     ("string", '"a # b"', "", "a # b"),
     ("string", "'c \"d\"'", "", 'c "d"'),
