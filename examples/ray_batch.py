@@ -46,6 +46,7 @@ from pipeline.batch import (  # noqa: E402
     process_chunk,
     warm_up,
 )
+from pipeline.cli_common import DEFAULT_RERANKER, Alt, Reranker  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 
 # What workers need in their environment: offline models, and the same cache and KB as the driver.
@@ -140,9 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results.jsonl"))
-    ap.add_argument("--alt", choices=["D", "F", "both"], default="both")
+    ap.add_argument("--alt", choices=list(Alt), type=Alt, default=Alt.both)
     ap.add_argument("--no-validate", action="store_true")
-    ap.add_argument("--reranker", choices=["qwen", "bge", "none"], default="qwen")
+    ap.add_argument("--reranker", choices=list(Reranker), type=Reranker, default=DEFAULT_RERANKER)
     ap.add_argument("--kb", action="append", help="your own JSONL files or folder (default: built-in KB)")
     ap.add_argument("--max-lines", type=int, default=120)
     ap.add_argument("--workers", type=int, default=2, help="worker processes (each loads the models once)")
@@ -151,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--backend", choices=["ray", "processes"], default="ray")
     args = ap.parse_args(argv)
 
-    settings = Settings(alternatives=("D", "F") if args.alt == "both" else (args.alt,),
-                        run_validator=not args.no_validate, reranker=args.reranker)
+    settings = Settings(alternatives=args.alt.alternatives, run_validator=not args.no_validate,
+                        reranker=args.reranker.value)
     kb_paths = [Path(p) for p in args.kb] if args.kb else None
     p = plan(args.paths, args.max_lines)
     kb_hash = kb_content_hash(kb_paths)  # the driver needs the KB's hash for the keys, not an Engine
