@@ -33,7 +33,7 @@ def _bm25s_rows(p: dict | None) -> list[str]:
     agree = f"{p['identical_topk']} identical, {p['tied_reorders']} with tied records in another order, " \
             f"{p['different_topk']} different"
     return [f"| BM25 query, bm25s {p['version']} (`{p['method']}`, {p['dtype']}, {p['backend']} backend; same "
-            f"tokens, k={p['k']}, {p['queries']} queries; measured {p['measured_at']}) | "
+            f"tokens, k={p['k']}, {p['queries']} queries; measured {p['measured_at']} on {p['cpu']}) | "
             f"median {p['bm25s_median_ms']:.2f} ms, max {p['bm25s_max_ms']:.2f} ms | peer |",
             f"| ours in that run: `search` (tie-break by record, per-term contributions) / `scores` only | "
             f"median {p['ours_median_ms']:.2f} ms / {p['ours_scores_only_median_ms']:.2f} ms | |",

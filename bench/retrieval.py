@@ -123,7 +123,7 @@ def bm25s_peer(index: BM25Index, corpus: list[list[str]], queries: list[list[str
     peer_ms = [timeit(lambda q=q: peer.retrieve([q], k=k, show_progress=False, n_threads=0), runs=7).median_ms
                for q in queries]
     out: dict[str, object] = {
-        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": machine()["cpu"],
         "version": bm25s.__version__, "method": "robertson", "dtype": "float64", "backend": "numpy", "k": k,
         "queries": len(queries), "records": n_docs, "build_s": build_s,
         "ours_median_ms": statistics.median(ours_ms), "ours_max_ms": max(ours_ms),
