@@ -26,6 +26,22 @@ def _t(d: dict) -> str:
     return f"{d['median_ms']:,.1f} ms (min {d['min_ms']:,.1f}, max {d['max_ms']:,.1f}, n={d['runs']})"
 
 
+def _bm25s_rows(p: dict | None) -> list[str]:
+    """bm25s, the peer library, on the same tokens, queries and k (its own run: ``--only bm25s``)."""
+    if not p:
+        return []
+    agree = f"{p['identical_topk']} identical, {p['tied_reorders']} with tied records in another order, " \
+            f"{p['different_topk']} different"
+    return [f"| BM25 query, bm25s {p['version']} (`{p['method']}`, {p['dtype']}, {p['backend']} backend; same "
+            f"tokens, k={p['k']}, {p['queries']} queries; measured {p['measured_at']} on {p['cpu']}) | "
+            f"median {p['bm25s_median_ms']:.2f} ms, max {p['bm25s_max_ms']:.2f} ms | peer |",
+            f"| ours in that run: `search` (tie-break by record, per-term contributions) / `scores` only | "
+            f"median {p['ours_median_ms']:.2f} ms / {p['ours_scores_only_median_ms']:.2f} ms | |",
+            f"| time ours / bm25s: `search` / `scores` only | **{p['ratio_ours_over_bm25s']:.1f}×** / "
+            f"{p['ratio_ours_scores_over_bm25s']:.1f}× | |",
+            f"| same top-{p['k']} as bm25s | {agree} | all identical up to ties |"]
+
+
 def render() -> str:
     m = machine()
     lines = ["# Benchmarks", "",
@@ -46,6 +62,7 @@ def render() -> str:
                   f"| BM25 query, rank-bm25 `BM25Okapi.get_scores` (same corpus, same queries) | "
                   f"median {b['rank_bm25_median_ms']:.0f} ms | baseline |",
                   f"| speed-up vectorised / rank-bm25 | **{b['speedup']:.0f}×** | |",
+                  *_bm25s_rows(r.get("bm25s")),
                   f"| embedding query: encode the chunk ({e['model']}, dim {e['dim']}) | "
                   f"median {e['encode_median_ms']:.1f} ms | |",
                   f"| embedding query: cosine top-50 over all records | median {e['search_median_ms']:.2f} ms | |",

@@ -9,8 +9,9 @@ The shape (see docs/scaling.md):
   the results file (same keys as ``python -m pipeline batch``), and is the only
   writer of that file (``ResultsLog``: one fsynced line per chunk, resumable);
 * each worker opens its own ``Engine`` once — models are per process — and
-  maps ``process_chunk`` (``engine.run`` plus the result line) over the chunks
+  maps ``process_chunk`` (``engine.run`` plus its ``ResultLine``) over the chunks
   it is sent; a failing chunk comes back as an error line, never as a crash.
+  A ``ResultLine`` is a pydantic model: it pickles to the driver as it is.
 
 Without ``--address`` Ray starts a local single-node instance on this machine
 (Ray 2.60 has no ``local_mode`` any more); with ``--address auto`` (or
@@ -28,7 +29,6 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from examples/: make `pipeline` importable
@@ -37,6 +37,7 @@ from tqdm import tqdm  # noqa: E402
 
 from pipeline.batch import (  # noqa: E402
     Job,
+    ResultLine,
     ResultsLog,
     file_error_line,
     jobs_for,
@@ -45,6 +46,7 @@ from pipeline.batch import (  # noqa: E402
     process_chunk,
     warm_up,
 )
+from pipeline.cli_common import DEFAULT_RERANKER, Alt, Reranker  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 
 # What workers need in their environment: offline models, and the same cache and KB as the driver.
@@ -63,7 +65,7 @@ class BatchWorker:
         self.engine = Engine.open([Path(p) for p in kb] if kb else None)
         warm_up(self.engine, settings)
 
-    def run(self, jobs: list[Job]) -> list[dict[str, Any]]:
+    def run(self, jobs: list[Job]) -> list[ResultLine]:
         return [process_chunk(self.engine, j.chunk, self.settings, duplicates=j.duplicates) for j in jobs]
 
 
@@ -76,7 +78,7 @@ def batches(jobs: Sequence[Job], size: int) -> Iterator[list[Job]]:
 
 
 def run_with_ray(todo: list[Job], kb: list[str] | None, settings: Settings, workers: int, per_task: int,
-                 address: str | None, emit: Callable[[list[dict[str, Any]]], None]) -> int:
+                 address: str | None, emit: Callable[[list[ResultLine]], None]) -> int:
     import ray
 
     ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
@@ -113,13 +115,13 @@ def _init_process(kb: list[str] | None, settings: Settings) -> None:
     _worker = BatchWorker(kb, settings)
 
 
-def _run_in_process(jobs: list[Job]) -> list[dict[str, Any]]:
+def _run_in_process(jobs: list[Job]) -> list[ResultLine]:
     assert _worker is not None
     return _worker.run(jobs)
 
 
 def run_with_processes(todo: list[Job], kb: list[str] | None, settings: Settings, workers: int, per_task: int,
-                       emit: Callable[[list[dict[str, Any]]], None]) -> int:
+                       emit: Callable[[list[ResultLine]], None]) -> int:
     failed = 0
     with ProcessPoolExecutor(workers, initializer=_init_process, initargs=(kb, settings)) as pool:
         futures = {pool.submit(_run_in_process, b): b for b in batches(todo, per_task)}
@@ -139,9 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results.jsonl"))
-    ap.add_argument("--alt", choices=["D", "F", "both"], default="both")
+    ap.add_argument("--alt", choices=list(Alt), type=Alt, default=Alt.both)
     ap.add_argument("--no-validate", action="store_true")
-    ap.add_argument("--reranker", choices=["qwen", "bge", "none"], default="qwen")
+    ap.add_argument("--reranker", choices=list(Reranker), type=Reranker, default=DEFAULT_RERANKER)
     ap.add_argument("--kb", action="append", help="your own JSONL files or folder (default: built-in KB)")
     ap.add_argument("--max-lines", type=int, default=120)
     ap.add_argument("--workers", type=int, default=2, help="worker processes (each loads the models once)")
@@ -150,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--backend", choices=["ray", "processes"], default="ray")
     args = ap.parse_args(argv)
 
-    settings = Settings(alternatives=("D", "F") if args.alt == "both" else (args.alt,),
-                        run_validator=not args.no_validate, reranker=args.reranker)
+    settings = Settings(alternatives=args.alt.alternatives, run_validator=not args.no_validate,
+                        reranker=args.reranker.value)
     kb_paths = [Path(p) for p in args.kb] if args.kb else None
     p = plan(args.paths, args.max_lines)
     kb_hash = kb_content_hash(kb_paths)  # the driver needs the KB's hash for the keys, not an Engine
@@ -163,14 +165,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"note: {state.torn}", file=sys.stderr)
         done = state.done()
         for issue in p.issues:  # unreadable or binary files: an error line each, as in `pipeline batch`
-            if issue.error is not None and (line := file_error_line(issue, settings, kb_hash))["key"] not in done:
+            if issue.error is not None and (line := file_error_line(issue, settings, kb_hash)).key not in done:
                 results.append(line)
         todo = [j for j in jobs if j.key not in done]
         print(f"{len(jobs)} chunks, {len(jobs) - len(todo)} already in {args.out}, {len(todo)} to run "
               f"on {args.workers} {args.backend} workers", file=sys.stderr)
         bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="chunk", file=sys.stderr)
 
-        def emit(lines: list[dict[str, Any]]) -> None:
+        def emit(lines: list[ResultLine]) -> None:
             for line in lines:  # the driver is the only writer: one fsynced line per chunk
                 results.append(line)
             bar.update(len(lines))

@@ -27,25 +27,25 @@ Dropped: pure numbers, 1-character tokens, and two small stop lists
 (:data:`STOP_WORDS`, dropped everywhere, and :data:`GDSCRIPT_KEYWORDS`, dropped
 as whole tokens only, so the ``is`` of ``is_on_floor`` survives as a part).
 
-``analyze_code`` parses with tree-sitter-gdscript and walks the tree; if the
-parse has any syntax error it analyses the whole chunk with the regex lexer
-instead. tree-sitter's error recovery is lenient (JavaScript parses as ~80 %
-"valid" GDScript, an orphan ``else:`` costs 5 bytes of ERROR), so "how much of
-the text is an error" is not a usable signal; and both paths give the same
-terms on clean GDScript, so falling back on any error loses nothing.
+``analyze_code`` walks the tree-sitter-gdscript parse; if the parse has any
+syntax error it analyses the whole chunk with the regex lexer instead (see
+:func:`pipeline.gdlex.parse`). Both paths give the same terms on clean GDScript,
+so falling back on any error loses nothing. What a comment or a string is comes
+from :mod:`pipeline.gdlex` on both paths.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain as concat
 from itertools import pairwise
 from typing import Any, ClassVar
+
+from pipeline import gdlex
+from pipeline.gdlex import PARSER_REGEX, PARSER_TREE_SITTER, Parsed, string_body
 
 # English noise that carries no topic. Dropped as whole tokens and as parts.
 # ("is" is deliberately absent: it is a keyword, but as a part it marks
@@ -86,12 +86,10 @@ _KIND_RANK: dict[str, int] = {
 }
 
 # Bump whenever the terms produced for some input change: cached indexes key on it.
-ANALYZER_VERSION = 1
+# 2: ``#region`` / ``#endregion`` labels are comment text on the tree-sitter path too.
+ANALYZER_VERSION = 2
 
-log = logging.getLogger(__name__)
-
-PARSER_TREE_SITTER = "tree-sitter-gdscript"
-PARSER_REGEX = "regex"
+__all__ = ["PARSER_REGEX", "PARSER_TREE_SITTER", "Analysis", "analyze_code", "analyze_text"]
 
 
 @dataclass(frozen=True)
@@ -256,7 +254,7 @@ class _Sink:
         self.add(offset, _node_path_pairs(path, tail))
 
     def string(self, offset: int, raw: str) -> None:
-        self.add(offset, _string_pairs(_string_body(raw)))
+        self.add(offset, _string_pairs(string_body(raw)))
 
     def comment(self, offset: int, raw: str) -> None:
         self.add(offset, _prose_pairs(raw.lstrip("#")))
@@ -272,22 +270,10 @@ class _Sink:
         return Analysis(terms=terms, kinds=kinds, parser=parser)
 
 
-_STRING_PREFIX = re.compile(r"^[&^]?r?")
-
-
-def _string_body(raw: str) -> str:
-    s = _STRING_PREFIX.sub("", raw)
-    for q in ('"""', "'''", '"', "'"):
-        if s.startswith(q):
-            s = s[len(q) :]
-            return s[: -len(q)] if s.endswith(q) and len(s) >= len(q) else s
-    return s
-
-
 def _node_body(raw: str) -> str:
     """``$A/B``, ``%U``, ``$"../A"``, ``^"A:b"`` -> the path inside."""
     s = raw.lstrip("$%^")
-    return _string_body(s) if s[:1] in ('"', "'") else s
+    return string_body(s) if s[:1] in ('"', "'") else s
 
 
 # After a $node / %node: its attribute chain.
@@ -304,11 +290,11 @@ def _tail(regex: re.Pattern[str], text: str, pos: int) -> str:
 # --------------------------------------------------------------------------
 # Code: regex path
 
+# Comments and strings as gdlex defines them, then the tokens only the analyzer needs.
 _CODE_LEX = re.compile(
-    r"""
-    (?P<comment>\#[^\n]*)
-  | (?P<string>[&^]?r?(?:\"\"\"[\s\S]*?(?:\"\"\"|\Z)|'''[\s\S]*?(?:'''|\Z)
-                      |"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?))
+    rf"""
+    (?P<comment>{gdlex.COMMENT_PATTERN})
+  | (?P<string>{gdlex.STRING_PATTERN})
   | (?P<node>\$(?:"[^"\n]*"?|'[^'\n]*'?|[%\w/]+)|%(?=[^\W\d])\w+)
   | (?P<number>\d\w*(?:\.\d\w*)?)
   | (?P<chain>[^\W\d]\w*(?:[ \t]*\.[ \t]*[^\W\d]\w*)*)
@@ -349,44 +335,13 @@ def _analyze_regex(text: str) -> Analysis:
 # --------------------------------------------------------------------------
 # Code: tree-sitter path
 
-_language_lock = threading.Lock()
-_language: Any = None  # tree_sitter.Language, loaded lazily once per process
-_language_failed = False
-# One Parser per thread: a Parser must not parse two texts at once, and the UI
-# serves sessions from several threads. Creating one is cheap; the Language is shared.
-_local = threading.local()
 _IDENT_RE = re.compile(rf"{_IDENT}\Z")
 _CHAIN_GAP = re.compile(r"[ \t]*\.[ \t]*")
 
 
-def _get_parser() -> Any:
-    """This thread's tree-sitter Parser, or None if the packages are unusable."""
-    global _language, _language_failed
-    parser = getattr(_local, "parser", None)
-    if parser is not None:
-        return parser
-    if _language is None and not _language_failed:
-        with _language_lock:
-            if _language is None and not _language_failed:
-                try:
-                    import tree_sitter_gdscript
-                    from tree_sitter import Language
-
-                    _language = Language(tree_sitter_gdscript.language())
-                except Exception as exc:  # any failure means: use the regex path
-                    _language_failed = True
-                    log.warning("tree-sitter-gdscript unavailable (%s); analysing code with regexes only", exc)
-    if _language is None:
-        return None
-    from tree_sitter import Parser
-
-    _local.parser = Parser(_language)
-    return _local.parser
-
-
 class _Walker:
-    """Walks an error-free tree: strings, comments and node paths by node type;
-    identifier leaves are collected and joined into attribute chains afterwards.
+    """Walks an error-free tree: comments and strings as gdlex classifies the nodes, node paths by
+    node type; identifier leaves are collected and joined into attribute chains afterwards.
 
     Chains are rebuilt from the source text between identifiers (only a ``.``
     between them) rather than from ``attribute`` nodes, because the grammar
@@ -395,34 +350,22 @@ class _Walker:
     two names leaves ``(...)``/``[...]`` in the gap, so it still ends a chain.
     """
 
-    def __init__(self, src: bytes, text: str, sink: _Sink) -> None:
-        self.src = src
-        self.text = text
+    def __init__(self, parsed: Parsed, sink: _Sink) -> None:
+        self.parsed = parsed
+        self.text = parsed.text
+        self.off = parsed.off  # tree-sitter reports byte offsets; peeks and ordering need str offsets
+        self.raw = parsed.raw
         self.sink = sink
         self.names: list[tuple[int, int, str]] = []  # (start, end, text) in str offsets
-        # tree-sitter reports byte offsets; text peeks and ordering need str offsets.
-        self.char_at: list[int] | None = None
-        if len(src) != len(text):
-            self.char_at = [0] * (len(src) + 1)
-            pos = 0
-            for i, ch in enumerate(text):
-                n = len(ch.encode("utf-8"))
-                self.char_at[pos : pos + n] = [i] * n
-                pos += n
-            self.char_at[pos] = len(text)
 
-    def off(self, byte: int) -> int:
-        return byte if self.char_at is None else self.char_at[byte]
-
-    def raw(self, node: Any) -> str:
-        return self.src[node.start_byte : node.end_byte].decode("utf-8", "replace")
-
-    def run(self, root: Any) -> None:
-        self.visit(root)
+    def run(self) -> None:
+        self.visit(self.parsed.root)
         self.flush_chains()
 
     def visit(self, node: Any) -> None:
         handler: Callable[[_Walker, Any], None] | None = self.handlers.get(node.type)
+        if handler is None:
+            handler = self.by_kind.get(gdlex.node_kind(node))
         if handler is not None:
             handler(self, node)
         elif node.child_count == 0:
@@ -477,28 +420,22 @@ class _Walker:
         end = self.off(node.end_byte)
         self.sink.node_path(self.off(node.start_byte), _node_body(self.raw(node)), _tail(_NODE_TAIL, self.text, end))
 
+    # Node paths by grammar type first (a NodePath literal is also a gdlex string); then gdlex's kinds.
     handlers: ClassVar[dict[str, Callable[[_Walker, Any], None]]] = {
-        "comment": comment,
-        "string": string,
-        "string_name": string,
         "node_path": node_path,
         "get_node": get_node,
     }
-
-
-def _analyze_tree_sitter(text: str) -> Analysis | None:
-    parser = _get_parser()
-    if parser is None:
-        return None
-    src = text.encode("utf-8")
-    tree = parser.parse(src)
-    if tree.root_node.has_error:  # see the module docstring
-        return None
-    sink = _Sink()
-    _Walker(src, text, sink).run(tree.root_node)
-    return sink.result(PARSER_TREE_SITTER)
+    by_kind: ClassVar[dict[str | None, Callable[[_Walker, Any], None]]] = {
+        "comment": comment,
+        "string": string,
+    }
 
 
 def analyze_code(text: str) -> Analysis:
     """Terms of a raw GDScript chunk or code block (tree-sitter, else regex)."""
-    return _analyze_tree_sitter(text) or _analyze_regex(text)
+    parsed = gdlex.parse(text)
+    if parsed is None:  # see gdlex.parse
+        return _analyze_regex(text)
+    sink = _Sink()
+    _Walker(parsed, sink).run()
+    return sink.result(PARSER_TREE_SITTER)

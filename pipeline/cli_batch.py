@@ -13,22 +13,20 @@ from typing import Annotated
 
 import typer
 
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
+from pipeline.cli_common import DEFAULT_RERANKER, Alt, Reranker, fail, message
 
 
 def batch_command(
     paths: Annotated[list[Path], typer.Argument(help="GDScript files, or folders searched for *.gd")],
     out: Annotated[Path, typer.Option(help="results JSONL; appended to, and read to resume")] = Path("results.jsonl"),
-    alt: Annotated[str, typer.Option(help="D, F or both")] = "both",
+    alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
     validate: Annotated[bool, typer.Option("--validate/--no-validate", help="run the Qwen validator")] = True,
     max_lines: Annotated[int, typer.Option(min=1, help="longest chunk; longer blocks are split at blank lines")
                          ] = 120,
     kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
-    reranker: Annotated[str, typer.Option(help="F's reranker: qwen, bge or none (union order, no model)")
-                        ] = "qwen",
+    reranker: Annotated[Reranker, typer.Option(case_sensitive=False,
+                                               help="F's reranker (none: union order, no model)")
+                        ] = DEFAULT_RERANKER,
     top: Annotated[int, typer.Option(min=0, help="ranked records kept per alternative besides the accepted")
                    ] = 5,
     retry_errors: Annotated[bool, typer.Option(
@@ -46,17 +44,14 @@ def batch_command(
     from tqdm import tqdm
 
     from pipeline.batch import BatchError, run_batch
+    from pipeline.errors import describe
     from pipeline.models.provision import ModelError
     from pipeline.settings import Settings
 
-    choice = alt.upper()
-    if choice not in ("D", "F", "BOTH"):
-        _fail(f"--alt must be D, F or both, not {alt!r}")
     try:
-        settings = Settings(alternatives=("D", "F") if choice == "BOTH" else (choice,),  # type: ignore[arg-type]
-                            run_validator=validate, reranker=reranker)  # type: ignore[arg-type]
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate, reranker=reranker.value)
     except ValidationError as exc:
-        _fail("invalid setting: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        fail("invalid setting: " + describe(exc))
 
     bars: dict[str, tqdm] = {}
 
@@ -74,7 +69,7 @@ def batch_command(
                     fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(130) from None
     except (BatchError, OSError, ValueError, ModelError) as exc:  # OSError: unreadable input, full disk
-        _fail(str(exc))
+        fail(message(exc))
     finally:
         for bar in bars.values():
             bar.close()

@@ -8,10 +8,14 @@ so the validator's judgement can be checked against plain string matching.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from pipeline.gdlex import Token, code_only, lex, strip_comments
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
+
+__all__ = ["Evidence", "EvidenceItem", "code_facts", "collect", "fact_term", "sanitize_for_model", "strip_comments",
+           "verify"]
 
 # Names every script uses; matching them says nothing about a record.
 GENERIC = frozenset([
@@ -20,32 +24,36 @@ GENERIC = frozenset([
     "true", "false", "null", "var", "func", "get", "set", "new", "is_instance_valid",
 ])
 
-_COMMENT = re.compile(r"(?m)(^|[^\"'\\])#[^\n]*")
-_STRING = re.compile(r'"((?:[^"\\\n]|\\.){1,40})"')
-_ANY_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _DOTTED = re.compile(r"(?<![\w.])(\$?[A-Za-z_%][\w]*(?:/[\w]+)*(?:\.[A-Za-z_]\w*)+)")
 _NODE = re.compile(r"(?<![\w])(\$[A-Za-z_][\w/]*|%[A-Za-z_]\w*)")
 _CALL = re.compile(r"(?<![\w.$])([A-Za-z_]\w*)\s*\(")
 _NAME = re.compile(r"\b([A-Za-z_]\w*)\b")
-_LONG_PROSE_STRING = re.compile(r'"(?=[^"\n]*\s)[^"\n]{25,}"')
 _MARK_2D = re.compile(r"\b\w*2D\b|\bVector2i?\b|\bRect2i?\b|\bTransform2D\b")
 _MARK_3D = re.compile(r"\b\w*3D\b|\bVector3i?\b|\bBasis\b|\bTransform3D\b|\bAABB\b")
 
 
-def strip_comments(code: str) -> str:
-    return _COMMENT.sub(lambda m: m.group(1), code)
-
-
 _ELIDED_ONLY = re.compile(r'^\s*(?:(?:var|const)\s+\w+\s*(?::\s*\w+)?\s*:?=\s*)?"…"\s*$')
+
+
+def _long_prose(body: str) -> bool:
+    """A string a person wrote to be read (a message, a docstring), not a name or a path."""
+    return len(body) >= 25 and any(c.isspace() for c in body)
+
+
+def _judge_view(tok: Token) -> str | None:
+    if tok.kind == "comment":
+        return ""
+    return tok.prefix + '"…"' if _long_prose(tok.body) else None
 
 
 def sanitize_for_model(code: str) -> str:
     """Code as the judge sees it: comments and long prose strings are data, not instructions.
 
     Dropping them defeats prompt injection hidden there; no API evidence lives in them.
-    A line left holding nothing but an elided string is dropped too.
+    Every comment and every kind of string counts (single, double or triple quotes, over
+    several lines). A line left holding nothing but an elided string is dropped too.
     """
-    lines = _LONG_PROSE_STRING.sub('"…"', strip_comments(code)).splitlines()
+    lines = lex(code).substitute(_judge_view).splitlines()
     kept = [ln.rstrip() for ln in lines if not _ELIDED_ONLY.match(ln)]
     return "\n".join(kept).strip("\n") + "\n"
 
@@ -55,28 +63,41 @@ def _distinctive(name: str) -> bool:
     return len(base) >= 4 and base.lower() not in GENERIC
 
 
+def _dotted_facts(bare: str) -> Iterator[tuple[int, str, int]]:
+    """(tier, fact, position) of qualified calls and node paths, and of their distinctive members."""
+    for m in _DOTTED.finditer(bare):
+        parts = m.group(1).split(".")
+        head = parts[0].lstrip("$%")
+        if head[:1].isupper() or parts[0].startswith(("$", "%")):
+            yield 0, ".".join(parts[:2]), m.start()  # Input.is_action_pressed, $AnimatedSprite2D.play
+        for p in parts[1:]:
+            if _distinctive(p) and not p.isupper():
+                yield 2, p, m.start()  # clamp, normalized
+
+
+def _string_facts(code: str) -> Iterator[tuple[str, int]]:
+    """Short one-line string literals (any quotes or prefix), written ``"body"`` as a record would quote them."""
+    for tok in lex(code).strings:
+        body = tok.body
+        if 2 < len(body) <= 40 and not body.isspace() and "\n" not in body:
+            yield f'"{body}"', tok.start
+
+
 def code_facts(code: str) -> list[str]:
     """Distinctive things a Godot developer would look for in a record, most telling first.
 
     Order: qualified calls and node paths (`Input.is_action_pressed`, `$AnimatedSprite2D.play`),
     node and class names, member calls (`clamp`), distinctive identifiers (`screen_size`), strings.
     """
-    text = strip_comments(code)
-    bare = _ANY_STRING.sub('""', text)  # names inside strings are not code
+    bare = code_only(code)  # names inside strings and comments are not code
     tiers: list[dict[str, int]] = [{}, {}, {}, {}, {}]
 
     def add(tier: int, fact: str, pos: int) -> None:
         if not any(fact in t for t in tiers):
             tiers[tier][fact] = pos
 
-    for m in _DOTTED.finditer(bare):
-        parts = m.group(1).split(".")
-        head = parts[0].lstrip("$%")
-        if head[:1].isupper() or parts[0].startswith(("$", "%")):
-            add(0, ".".join(parts[:2]), m.start())  # Input.is_action_pressed, $AnimatedSprite2D.play
-        for p in parts[1:]:
-            if _distinctive(p) and not p.isupper():
-                add(2, p, m.start())  # clamp, normalized
+    for tier, fact, pos in _dotted_facts(bare):
+        add(tier, fact, pos)
     for m in _NODE.finditer(bare):
         add(1, m.group(1).lstrip("$%").split("/")[-1], m.start())  # AnimatedSprite2D
     for m in _CALL.finditer(bare):
@@ -87,9 +108,8 @@ def code_facts(code: str) -> list[str]:
         if _distinctive(w) and not w.startswith("_") and not w.isupper() and (
                 "_" in w or any(c.isupper() for c in w[1:])):
             add(1 if w[:1].isupper() else 3, w, m.start())  # CharacterBody2D / screen_size
-    for m in _STRING.finditer(text):
-        if 2 < len(m.group(1)) <= 40 and not m.group(1).isspace():
-            add(4, f'"{m.group(1)}"', m.start())
+    for fact, pos in _string_facts(code):
+        add(4, fact, pos)
     return [f for t in tiers for f in sorted(t, key=lambda f: t[f])]
 
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNKS = ROOT / "fixtures" / "chunks"
@@ -38,9 +40,41 @@ def test_oversized_chunk_is_refused_unless_truncated(tmp_path: Path) -> None:
     assert res.returncode == 2 and "over the 65,536-byte limit" in res.stderr.decode()
 
 
-def test_missing_file_and_bad_alt() -> None:
-    assert "no such file" in cli("run", "nope.gd").stderr.decode()
-    assert "--alt must be D, F or both" in cli("run", "--alt", "X", str(CHUNKS / "unity_player.cs")).stderr.decode()
+def test_missing_file_and_bad_choices() -> None:
+    res = cli("run", "nope.gd")
+    assert res.returncode == 2 and "no such file: nope.gd" in res.stderr.decode()
+    for option, value, listed in [("--alt", "X", "'both'"), ("--fusion", "borda", "'zscore'")]:
+        res = cli("run", option, value, str(CHUNKS / "unity_player.cs"))
+        err = res.stderr.decode()
+        assert res.returncode == 2 and f"Invalid value for '{option}'" in err and listed in err, err
+        assert "Traceback" not in err
+
+
+def test_a_bad_setting_is_one_line_naming_the_field() -> None:
+    res = cli("run", "--alt", "d", "--alpha", "2", str(CHUNKS / "unity_player.cs"))  # --alt is case-insensitive
+    err = res.stderr.decode()
+    assert res.returncode == 2
+    assert err == "error: invalid setting: alpha: Input should be less than or equal to 1\n"
+
+
+def _command_paths(group: typer.Typer, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = [(*prefix, c.name or (c.callback.__name__ if c.callback else "")) for c in group.registered_commands]
+    for sub in group.registered_groups:
+        assert sub.name and sub.typer_instance
+        paths += [(*prefix, sub.name), *_command_paths(sub.typer_instance, (*prefix, sub.name))]
+    return paths
+
+
+def test_every_command_has_help() -> None:
+    from pipeline.cli import app
+
+    paths = _command_paths(app)
+    assert sorted(paths) == [("batch",), ("eval",), ("kb",), ("kb", "build"), ("kb", "ensure"), ("kb", "index"),
+                             ("kb", "stats"), ("models",), ("models", "prepare"), ("models", "status"), ("run",)]
+    runner = CliRunner()
+    for path in [(), *paths]:
+        res = runner.invoke(app, [*path, "--help"])
+        assert res.exit_code == 0 and "Usage:" in res.output, (path, res.output)
 
 
 def test_json_trace_shape_from_stdin() -> None:

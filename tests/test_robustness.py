@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from pipeline import atomic
-from pipeline.batch import ResultsLog, plan, process_chunk, split_source
+from pipeline.batch import ResultLine, ResultsLog, SettingsSummary, plan, process_chunk, split_source
 from pipeline.bm25_index import ARRAYS_FILE, META_FILE, BM25Index
 from pipeline.chunk import MAX_CHUNK_BYTES, InputError, prepare_chunk
 from pipeline.evidence import collect
@@ -384,9 +384,9 @@ def test_a_timing_out_validator_never_accepts_and_the_run_continues(engine, tmp_
     chunk = split_source(REFERENCE, "reference_chunk.gd")[0]
     line = process_chunk(engine, chunk, s)
     assert fake.calls == 6
-    assert line["ok"] is False and line["alternatives"]["D"]["status"] == "error"
-    assert line["alternatives"]["D"]["messages"] == ["validator verdicts: timeout"]
-    assert line["alternatives"]["D"]["accepted"] == []
+    assert line.ok is False and line.alternatives is not None
+    d = line.alternatives["D"]
+    assert (d.status, d.messages, d.accepted) == ("error", ["validator verdicts: timeout"], [])
 
 
 def test_corrupt_verdict_entry_is_judged_again(engine, tmp_cache: Path) -> None:
@@ -502,14 +502,19 @@ def test_failed_cache_writes_leave_no_partial_files(tmp_cache: Path, monkeypatch
 
 def test_batch_output_write_failing_midway_is_cut_back_at_once(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
-    first = {"key": "k1", "alternatives": {}, "ok": True}
+
+    def line(key: str, notes: list[str] | None = None) -> ResultLine:
+        return ResultLine(file="a.gd", chunk=0, start_line=1, end_line=2, sha256="0" * 64, key=key, kb="kb",
+                          settings=SettingsSummary.of(NO_QWEN), ok=True, alternatives={}, notices=notes)
+
+    first = line("k1")
     with ResultsLog(out) as log:
         log.open()
         log.append(first)
         with disk_full_after(4096), pytest.raises(OSError):
-            log.append({"key": "k2", "alternatives": {"D": {"top": "x" * 100_000}}, "ok": True})
-        assert out.read_text() == json.dumps(first, sort_keys=True) + "\n"  # no half line left behind
-        log.append({"key": "k3", "alternatives": {}, "ok": True})
+            log.append(line("k2", ["x" * 100_000]))
+        assert out.read_text() == first.to_json() + "\n"  # no half line left behind
+        log.append(line("k3"))
     with ResultsLog(out) as log:
         state = log.open()
     assert list(state.lines) == ["k1", "k3"] and state.torn is None and not state.bad
