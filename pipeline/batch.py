@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.chunk import InputError, prepare_chunk
 from pipeline.settings import Settings
+from pipeline.trace import ProgressEvent
 
 if TYPE_CHECKING:
     from pipeline.engine import Engine
@@ -51,7 +52,7 @@ DEFAULT_MAX_LINES = 120
 MIN_HEADER_LINES = 2  # a header with fewer substantive lines says too little to retrieve for
 SOURCE_SUFFIXES = (".gd",)
 
-ProgressFn = Callable[[str, int, int], None]
+ProgressFn = Callable[[ProgressEvent], None]
 
 
 class BatchError(RuntimeError):

@@ -9,13 +9,18 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tqdm import tqdm
 
 from pipeline import config
+
+if TYPE_CHECKING:
+    from pipeline.settings import AltName
+    from pipeline.trace import ProgressEvent
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Godot code → knowledge retrieval PoC.")
 kb_app = typer.Typer(no_args_is_help=True, help="Build and inspect the knowledge base.")
@@ -61,14 +66,14 @@ def kb_ensure() -> None:
     typer.echo(f"KB ready in {out}")
 
 
-def _bar_progress() -> tuple[dict[str, tqdm], object]:
+def _bar_progress() -> tuple[dict[str, tqdm], Callable[[ProgressEvent], None]]:
     bars: dict[str, tqdm] = {}
 
-    def progress(step: str, done: int, total: int) -> None:
-        bar = bars.get(step)
+    def progress(event: ProgressEvent) -> None:
+        bar = bars.get(event.label)
         if bar is None:
-            bar = bars[step] = tqdm(total=total, desc=step, file=sys.stderr, leave=False)
-        bar.update(done - bar.n)
+            bar = bars[event.label] = tqdm(total=event.total, desc=event.label, file=sys.stderr, leave=False)
+        bar.update(event.done - bar.n)
 
     return bars, progress
 
@@ -84,8 +89,8 @@ def kb_index(
 
     bars, progress = _bar_progress()
     try:
-        engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
-        engine.dense(embedder, progress=progress)  # type: ignore[arg-type]
+        engine = Engine.open(kb, progress=progress)
+        engine.dense(embedder, progress=progress)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(str(exc))
     finally:
@@ -126,11 +131,14 @@ def _read_input(path: str) -> bytes:
     return p.read_bytes()
 
 
-def _alts(alt: str) -> tuple[str, ...]:
-    alt = alt.upper()
-    if alt not in ("D", "F", "BOTH"):
-        fail(f"--alt must be D, F or both, not {alt!r}")
-    return ("D", "F") if alt == "BOTH" else (alt,)
+def _alts(alt: str) -> tuple[AltName, ...]:
+    from pipeline.settings import Settings
+
+    try:
+        return Settings.parse_alternatives(alt)
+    except ValueError as exc:
+        fail(str(exc))
+        raise
 
 
 def _print_trace(trace) -> None:
@@ -173,15 +181,16 @@ def run_cmd(
 
     try:
         chunk = prepare_chunk(_read_input(file), truncate=truncate)
-        settings = Settings(alternatives=_alts(alt), run_validator=validate, fusion=fusion, alpha=alpha)  # type: ignore[arg-type]
+        settings = Settings.model_validate({"alternatives": _alts(alt), "run_validator": validate, "fusion": fusion,
+                                            "alpha": alpha})
     except InputError as exc:
         fail(str(exc))
     except ValidationError as exc:
         fail("invalid setting: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     bars, progress = _bar_progress()
     try:
-        engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
-        trace = engine.run(chunk, settings, progress=progress)  # type: ignore[arg-type]
+        engine = Engine.open(kb, progress=progress)
+        trace = engine.run(chunk, settings, progress=progress)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(str(exc))
     finally:
@@ -211,9 +220,9 @@ def eval_cmd(
     try:
         chunks = load_set(set_ or DEV_SET)
         engine = Engine.open(kb)
-        settings = Settings(alternatives=_alts(alt), run_validator=validate)  # type: ignore[arg-type]
+        settings = Settings(alternatives=_alts(alt), run_validator=validate)
         with tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False) as bar:
-            report = run_eval(engine, chunks, settings, lambda d, t, _c: bar.update(d - bar.n))
+            report = run_eval(engine, chunks, settings, lambda ev: bar.update(ev.done - bar.n))
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(str(exc))
     if as_json:

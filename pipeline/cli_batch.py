@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from pipeline.trace import ProgressEvent
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -53,18 +56,19 @@ def batch_command(
     if choice not in ("D", "F", "BOTH"):
         _fail(f"--alt must be D, F or both, not {alt!r}")
     try:
-        settings = Settings(alternatives=("D", "F") if choice == "BOTH" else (choice,),  # type: ignore[arg-type]
-                            run_validator=validate, reranker=reranker)  # type: ignore[arg-type]
+        settings = Settings.model_validate({"alternatives": Settings.parse_alternatives(choice),
+                                            "run_validator": validate, "reranker": reranker})
     except ValidationError as exc:
         _fail("invalid setting: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
 
     bars: dict[str, tqdm] = {}
 
-    def engine_progress(step: str, done: int, total: int) -> None:
-        bar = bars.get(step)
+    def engine_progress(event: ProgressEvent) -> None:
+        bar = bars.get(event.label)
         if bar is None:
-            bar = bars[step] = tqdm(total=total, desc=step, file=sys.stderr, leave=False, disable=not progress)
-        bar.update(done - bar.n)
+            bar = bars[event.label] = tqdm(total=event.total, desc=event.label, file=sys.stderr, leave=False,
+                                           disable=not progress)
+        bar.update(event.done - bar.n)
 
     try:
         report = run_batch(paths, out, settings, kb=kb, max_lines=max_lines, retry_errors=retry_errors, top=top,
