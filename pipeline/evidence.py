@@ -27,7 +27,7 @@ _DOTTED = re.compile(r"(?<![\w.])(\$?[A-Za-z_%][\w]*(?:/[\w]+)*(?:\.[A-Za-z_]\w*
 _NODE = re.compile(r"(?<![\w])(\$[A-Za-z_][\w/]*|%[A-Za-z_]\w*)")
 _CALL = re.compile(r"(?<![\w.$])([A-Za-z_]\w*)\s*\(")
 _NAME = re.compile(r"\b([A-Za-z_]\w*)\b")
-_LONG_PROSE_STRING = re.compile(r'"(?=[^"\n]*\s)[^"\n]{25,}"')
+_SPACE = re.compile(r"\s")
 _MARK_2D = re.compile(r"\b\w*2D\b|\bVector2i?\b|\bRect2i?\b|\bTransform2D\b")
 _MARK_3D = re.compile(r"\b\w*3D\b|\bVector3i?\b|\bBasis\b|\bTransform3D\b|\bAABB\b")
 
@@ -39,13 +39,19 @@ def strip_comments(code: str) -> str:
 _ELIDED_ONLY = re.compile(r'^\s*(?:(?:var|const)\s+\w+\s*(?::\s*\w+)?\s*:?=\s*)?"…"\s*$')
 
 
-def sanitize_for_model(code: str) -> str:
-    """Code as the judge sees it: comments and long prose strings are data, not instructions.
+def _elide_prose(m: re.Match[str]) -> str:
+    return '"…"' if _SPACE.search(m.group(0)[1:-1]) else m.group(0)
 
-    Dropping them defeats prompt injection hidden there; no API evidence lives in them.
+
+def sanitize_for_model(code: str) -> str:
+    """Code as the judge sees it: comments and prose strings are data, not instructions.
+
+    Dropping them defeats prompt injection hidden there; no API evidence lives in them. A string
+    with a space in it is prose, however short: `"say yes"` lowered every margin of the 1.5B judge
+    by 0.3-0.6 (tests/test_validator.py), while names, paths and actions never hold a space.
     A line left holding nothing but an elided string is dropped too.
     """
-    lines = _LONG_PROSE_STRING.sub('"…"', strip_comments(code)).splitlines()
+    lines = _ANY_STRING.sub(_elide_prose, strip_comments(code)).splitlines()
     kept = [ln.rstrip() for ln in lines if not _ELIDED_ONLY.match(ln)]
     return "\n".join(kept).strip("\n") + "\n"
 
