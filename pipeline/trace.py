@@ -258,7 +258,8 @@ class ValidateTrace(StageTrace[ValidateRow]):
 
     @property
     def judged_rows(self) -> list[ValidateRow]:
-        return [r for r in self.rows if r.accepted is not None]
+        """The candidates in the validator's scope (judged, or cancelled before their turn)."""
+        return [r for r in self.rows if r.in_scope]
 
 
 AnyStage = QueryTrace | BM25Trace | EmbeddingTrace | UnionTrace | FusionTrace | RerankTrace | ValidateTrace
@@ -344,6 +345,13 @@ class Trace(BaseModel):
     def pending(self) -> set[AltName]:
         """Alternatives whose model stages have not finished."""
         return {n for n, a in self.alternatives.items() if a.pending}
+
+    def close_pending(self, message: str) -> None:
+        """The model phase stopped early: every stage still pending did not run, and says why."""
+        for alt in self.alternatives.values():
+            for stage in alt.stages:
+                if stage.status == "pending":
+                    stage.status, stage.message = "not_run", message
 
 
 # --- progress ----------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ class LogitLM(Protocol):
         """The yes − no logit margin after ``tokens``; raises Timeout or Cancelled."""
         ...
 
-    def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
+    def complete(self, tokens: list[int], grammar: str, *, max_tokens: int = 24,
                  deadline: float | None = None) -> str:
         """A greedy continuation under a GBNF grammar."""
         ...
