@@ -16,7 +16,18 @@ import time
 from bench.common import save
 from pipeline.engine import Engine
 from pipeline.evaluate import load_set
+from pipeline.models.hub import ModelHub
+from pipeline.models.validator import QwenValidator
 from pipeline.settings import Settings
+
+
+class MarginsOnly(ModelHub):
+    """Calibration needs the yes/no margins only: no evidence generation."""
+
+    def validator(self, s: Settings) -> QwenValidator:
+        v = super().validator(s)
+        v.generate_evidence = False
+        return v
 
 
 def main() -> None:
@@ -25,7 +36,7 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=8)
     ap.add_argument("--limit", type=int, default=0)
     args = ap.parse_args()
-    engine = Engine.open()
+    engine = Engine.open(hub=MarginsOnly())
     engine.dense(None)
     chunks = load_set()
     if args.limit:
@@ -33,28 +44,17 @@ def main() -> None:
     # Threshold far below any margin: every candidate is judged, margins are cached and re-decided below.
     s = Settings(alternatives=("D",), validator_model=args.model, validator_top_k=args.top_k,
                  margin_threshold=-100.0, timeout_s=120)
-    from pipeline.models import validator as vmod
-
-    orig = vmod.QwenValidator.__init__
-
-    def margins_only(self, *a, **kw) -> None:
-        orig(self, *a, **kw)
-        self.generate_evidence = False
-
-    vmod.QwenValidator.__init__ = margins_only  # type: ignore[method-assign]
     rows = []
     t0 = time.time()
     for n, c in enumerate(chunks, start=1):
         trace = engine.run(c.code, s)
-        val = trace.alternatives["D"].stage("validate")
-        for r in val.candidates:
-            if r.get("margin") is None:
+        val = trace.alternatives["D"].validation
+        for r in val.rows if val else []:
+            if r.margin is None:
                 continue
-            page = engine.store.get(r["record_id"]).__dict__.get("doc_path")
-            rows.append({"chunk": c.id, "record_id": r["record_id"], "margin": r["margin"],
-                         "coverage": r["coverage"], "n_det": len(r["deterministic"]),
-                         "conflicts": len(r["conflicts"]), "positive": page in c.relevant,
-                         "must_not": page in c.must_not_accept, "ms": r.get("ms", 0.0), "cached": r.get("cached")})
+            rows.append({"chunk": c.id, "record_id": r.record_id, "margin": r.margin, "coverage": r.coverage,
+                         "n_det": len(r.facts), "conflicts": len(r.conflicts), "positive": r.doc_path in c.relevant,
+                         "must_not": r.doc_path in c.must_not_accept, "ms": r.ms, "cached": r.cached})
         print(f"{n}/{len(chunks)} {c.id} {time.time() - t0:.0f}s", file=sys.stderr)
     best = None
     for thr, w in itertools.product([x / 10 for x in range(-10, 41)], [0.0, 1.0, 2.0, 3.0, 4.0]):

@@ -14,8 +14,9 @@ from bench.common import save
 from pipeline.chunk import prepare_chunk
 from pipeline.engine import Engine
 from pipeline.evidence import collect
+from pipeline.models.validator import QwenValidator
 from pipeline.records import record_line
-from pipeline.settings import Settings
+from pipeline.settings import AltName, Settings
 from pipeline.stages.validate import Validate
 
 REF = Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd"
@@ -36,15 +37,16 @@ def main(n_naive: int = 3) -> dict[str, object]:
     chunk = prepare_chunk(REF.read_bytes())
     s = Settings(alternatives=("D",), run_validator=False)
     final = engine.run(chunk, s).alternatives["D"].final
-    validator = engine.validator(Settings())
-    llm = validator.model.llm
+    qwen = engine.hub.qwen("qwen-1.5b")
+    validator = QwenValidator(qwen, "qwen-1.5b")
+    llm = qwen.llm
     out: dict[str, object] = {}
 
     naive = []
     for it in final[:n_naive]:
         rec = engine.store.get(it.record_id)
         prompt = naive_prompt(chunk.text, record_line(rec)[:6000])
-        toks = validator.model.tokenize(prompt)
+        toks = qwen.tokenize(prompt)
         llm.reset()  # the naive baseline reuses nothing
         t0 = time.perf_counter()
         res = llm.create_completion(prompt=toks, max_tokens=80, temperature=0.0)
@@ -54,10 +56,13 @@ def main(n_naive: int = 3) -> dict[str, object]:
     stage = Validate(engine.store, validator, top_k=8, cache=None, weight=engine.term_weight)
     llm.reset()
     t0 = time.perf_counter()
-    _, trace = stage.run(chunk, final)
+    trace = stage.trace(stage.run(chunk, final))
     total = (time.perf_counter() - t0) * 1000
-    rows = [r for r in trace.candidates if r.get("ms")]
-    per = [float(r["ms"]) for r in rows]
+    rows = [r for r in trace.rows if r.ms]
+    per = [r.ms for r in rows]
+    evidence_ms = statistics.median(
+        _time(lambda it=it: collect(chunk.text, engine.store.get(it.record_id), weight=engine.term_weight))
+        for it in final[:8])
     out["validator"] = {
         "model": validator.name,
         "naive_per_candidate_ms": statistics.median(x["ms"] for x in naive),
@@ -65,28 +70,25 @@ def main(n_naive: int = 3) -> dict[str, object]:
         "optimised_per_candidate_ms": statistics.median(per),
         "optimised_first_ms": per[0], "optimised_rest_median_ms": statistics.median(per[1:]),
         "optimised_total_top8_ms": total,
-        "new_prompt_tokens_median": statistics.median(int(r["prompt_tokens"]) - int(r["reused_tokens"])
-                                                      for r in rows),
-        "reused_tokens_median": statistics.median(int(r["reused_tokens"]) for r in rows),
+        "new_prompt_tokens_median": statistics.median(r.prompt_tokens - r.reused_tokens for r in rows),
+        "reused_tokens_median": statistics.median(r.reused_tokens for r in rows),
         "ratio_naive_over_optimised": statistics.median(x["ms"] for x in naive) / statistics.median(per),
+        "deterministic_evidence_ms": evidence_ms,
     }
-    evidence_ms = statistics.median(
-        _time(lambda it=it: collect(chunk.text, engine.store.get(it.record_id), weight=engine.term_weight))
-        for it in final[:8])
-    out["validator"]["deterministic_evidence_ms"] = evidence_ms  # type: ignore[index]
 
     import tempfile
 
     from pipeline.models.reranker import QwenYesNoReranker
 
     cold = Path(tempfile.mkdtemp(prefix="bench-rerank-"))  # an empty score cache: time the model, not the disk
-    reranker = QwenYesNoReranker(engine.reranker(Settings()).model, "qwen-0.5b", cache_folder=cold)  # type: ignore[attr-defined]
+    reranker = QwenYesNoReranker(engine.hub.qwen("qwen-0.5b"), "qwen-0.5b", cache_folder=cold)
     docs = [f"doc {i}" for i in range(2)]
     reranker.score(chunk.text, docs)  # load + prefix
     u = engine.run(chunk, Settings(alternatives=("F",), run_validator=False, reranker="none"))
     from pipeline.kb.views import embed_text
 
-    ids = [r["record_id"] for r in u.alternatives["F"].stage("union").candidates[:30]]
+    union = u.alternatives["F"].union
+    ids = [r.record_id for r in (union.rows if union else [])[:30]]
     t0 = time.perf_counter()
     reranker.score(chunk.text, [embed_text(engine.store.get(i)) for i in ids])
     rr = (time.perf_counter() - t0) * 1000
@@ -96,10 +98,11 @@ def main(n_naive: int = 3) -> dict[str, object]:
 
     engine.verdicts = VerdictCache(Path(tempfile.mkdtemp(prefix="bench-verdicts-")))  # a cold cache
     e2e = {}
-    for label, alts in (("D cold verdict cache", ("D",)), ("F after D (reuses verdicts)", ("F",)),
-                        ("both, cached", ("D", "F"))):
+    runs: list[tuple[str, tuple[AltName, ...]]] = [
+        ("D cold verdict cache", ("D",)), ("F after D (reuses verdicts)", ("F",)), ("both, cached", ("D", "F"))]
+    for label, alts in runs:
         t0 = time.perf_counter()
-        tr = engine.run(chunk, Settings(alternatives=alts))  # type: ignore[arg-type]
+        tr = engine.run(chunk, Settings(alternatives=alts))
         e2e[label] = {"ms": (time.perf_counter() - t0) * 1000,
                       "stages": {a: {st.name: round(st.ms) for st in t.stages} for a, t in tr.alternatives.items()},
                       "accepted": {a: [i.record_id for i in t.final if i.accepted] for a, t in tr.alternatives.items()}}

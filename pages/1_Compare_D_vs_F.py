@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pipeline.ui import compare, render, state
+from pipeline.ui import common, compare, engines, inputs, jobs, runs, sidebar
 
-state.page("Compare D vs F", ":material/compare_arrows:")
+engines.page("Compare D vs F", ":material/compare_arrows:")
 st.title(":material/compare_arrows: Compare D vs F")
 st.caption("Both alternatives on the same chunk: what each accepts, where they agree, how the rankings differ "
            "and what each costs. Runs here and on the main screen share results.")
 
-settings = state.settings_sidebar()
-request = state.input_form("compare", choose_alternatives=False)
-engine = state.get_engine()
+settings = sidebar.settings_sidebar()
+request = inputs.input_form("compare", choose_alternatives=False)
+engine = engines.get_engine()
 if engine is not None and request is not None and settings is not None:
-    state.start_run(engine, request, settings)
+    runs.start_run(engine, request, settings)
 
-run = state.current_run()
-monitor: state.JobMonitor | None = None
+run = runs.current_run()
 if run is None:
     st.info("Pick a chunk and press **Run** to run D and F on it.")
 elif set(run.settings.alternatives) != {"D", "F"}:
@@ -27,12 +26,8 @@ elif set(run.settings.alternatives) != {"D", "F"}:
 else:
     st.markdown(f"**Chunk:** {run.origin} · {run.chunk.n_lines} lines")
     if run.job is not None and not run.job.done:
-        monitor = state.JobMonitor(run.job, "Model stages", "compare")
+        jobs.monitor(run.job, "Model stages", "compare")
     if run.message:
         st.warning(run.message)
-    trace, pending = run.view()
-    with render.guarded("The comparison"):
-        compare.render_compare(trace, run.engine.store, pending)
-
-if monitor is not None:
-    monitor.follow()
+    with common.guarded("The comparison"):
+        compare.render_compare(run.view(), run.engine.store, run.pending)

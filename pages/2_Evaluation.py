@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pipeline.settings import SECONDS_PER_JUDGEMENT, AltName
+from pipeline.ui import common, engines, jobs, render, sidebar
 from pipeline.ui import evaluation as ev
-from pipeline.ui import render, state
+from pipeline.ui.inputs import ALT_CHOICES, ALT_LABELS
 
-state.page("Evaluation", ":material/analytics:")
+engines.page("Evaluation", ":material/analytics:")
 st.title(":material/analytics: Evaluation")
 st.caption("nDCG@10, MRR and Recall@50 per alternative and per stage on a labelled set, plus accept "
            "precision/recall when validation is included. Uses the sidebar settings, except validation, which "
            "is chosen below (off by default: it is the slow part).")
 
-settings = state.settings_sidebar()
-engine = state.get_engine()
+settings = sidebar.settings_sidebar()
+engine = engines.get_engine()
 
 source = st.radio("Labelled set", ["dev", "upload"], horizontal=True, key="eval_source", persist_state="session",
                   format_func={"dev": "Dev set (fixtures/eval/dev.jsonl)", "upload": "Upload a labelled JSONL"}.get)
@@ -30,28 +32,27 @@ try:
 except (OSError, ValueError) as exc:
     st.error(f"Cannot use this labelled set: {exc}")
 
-request: tuple[int, bool, tuple[str, ...]] | None = None
+request: tuple[int, bool, tuple[AltName, ...]] | None = None
 if labelled is not None and settings is not None:
     total = len(labelled.chunks)
     # No st.form here: the time estimate must follow the options as they change.
     with st.container(border=True):
         c1, c2 = st.columns(2)
         n = c1.slider("Chunks to evaluate (from the top of the set)", 1, total, total, key="eval_n")
-        alts = c2.radio("Alternatives", list(state.ALT_CHOICES), horizontal=True, key="eval_alts",
-                        format_func=state.ALT_LABELS.__getitem__)
-        per_judgement = ev.SECONDS_PER_JUDGEMENT.get(settings.validator_model, 3.0)
+        alts = c2.radio("Alternatives", list(ALT_CHOICES), horizontal=True, key="eval_alts",
+                        format_func=ALT_LABELS.__getitem__)
+        per_judgement = SECONDS_PER_JUDGEMENT[settings.validator_model]
         with_validation = st.checkbox(
             f"Include validation — slow: {settings.validator_model} judges the top {settings.validator_top_k} "
             f"of each alternative at ~{per_judgement:g} s per candidate (cached verdicts are free)",
             value=False, key="eval_validate")
-        chosen = settings.model_copy(update={"alternatives": state.ALT_CHOICES[alts],
-                                             "run_validator": with_validation})
+        chosen = settings.model_copy(update={"alternatives": ALT_CHOICES[alts], "run_validator": with_validation})
         st.caption(f"{labelled.name}: {total} chunks. Rough time for {n} chunk(s) on this CPU: "
-                   f"~{ev.fmt_duration(ev.estimate_seconds(chosen, n))} "
-                   f"(F's reranker: {settings.reranker}, ~{settings.rerank_top_n} s per chunk with Qwen and not "
-                   "cached; choose “none” in the sidebar for a quick retrieval-only pass).")
+                   f"~{ev.fmt_duration(chosen.estimate_seconds(n))} "
+                   f"(F's reranker: {settings.reranker}, ~{ev.fmt_duration(chosen.rerank_seconds())} per chunk and "
+                   "not cached; choose “none” in the sidebar for a quick retrieval-only pass).")
         if st.button("Run evaluation", type="primary", key="eval_run"):
-            request = (n, with_validation, state.ALT_CHOICES[alts])
+            request = (n, with_validation, ALT_CHOICES[alts])
 
 if request is not None and engine is not None and labelled is not None and settings is not None:
     n, with_validation, alternatives = request
@@ -59,17 +60,15 @@ if request is not None and engine is not None and labelled is not None and setti
                                                                  "run_validator": with_validation}))
 
 run = ev.current()
-monitor: state.JobMonitor | None = None
 if run is not None:
     if run.message:
         st.warning(run.message)
     if run.job is not None:
-        monitor = state.JobMonitor(run.job, "Evaluating", "eval",
-                                   hint=f"Estimated ~{ev.fmt_duration(run.estimate)} on a first run; "
-                                        "Cancel stops after the current chunk.")
+        jobs.monitor(run.job, "Evaluating", "eval", hint=f"Estimated ~{ev.fmt_duration(run.estimate)} on a first "
+                                                         "run; Cancel stops after the current chunk.")
     if run.report is not None:
         st.markdown(f"**{run.name}** · {len(run.chunks)} chunks · KB {run.engine.store.name}")
-        with render.guarded("The evaluation report"):
+        with common.guarded("The evaluation report"):
             ev.render_report(run.report, run.chunks)
         st.subheader("Drill down into one chunk", divider="gray")
         titles = {c.id: c.title for c in run.chunks}
@@ -83,6 +82,3 @@ if run is not None:
             render.render_trace(run.report.traces[cid], run.engine.store, key="eval")
 elif labelled is not None:
     st.info("Choose how many chunks and whether to validate, then press **Run evaluation**.")
-
-if monitor is not None:
-    monitor.follow()

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pipeline.ui import kb_browse, render, state
+from pipeline.ui import common, engines, kb_browse, sidebar
 
-state.page("Knowledge base", ":material/library_books:")
+engines.page("Knowledge base", ":material/library_books:")
 st.title(":material/library_books: Knowledge base")
 st.caption("The records the chunks are matched against: docs sections, API mappings and label prototypes. "
            "Upload your own JSONL to search it from the other pages.")
 
 # The upload comes before the sidebar's KB choice so a fresh upload can select itself.
-with st.expander("Upload a KB (JSONL)", expanded=state.user_kb() is None):
+with st.expander("Upload a KB (JSONL)", expanded=engines.user_kb() is None):
     up = st.file_uploader("JSONL records, one per line (docs_chunk, api_mapping or label_prototype)",
                           type=["jsonl"], key="kb_upload_page")
-    kb = state.load_user_kb(up.getvalue(), up.name, up.file_id) if up is not None else state.user_kb()
+    kb = engines.load_user_kb(up.getvalue(), up.name, up.file_id) if up is not None else engines.user_kb()
     if kb is not None:
-        state.kb_upload_summary(kb)
+        sidebar.kb_upload_summary(kb)
         if kb.issues:
             st.markdown(f"**{len(kb.issues)} problem line(s)** — bad lines were skipped, good lines are used:")
             st.dataframe(kb_browse.issues_frame(kb.issues), hide_index=True, key="kb_issues",
@@ -26,10 +26,10 @@ with st.expander("Upload a KB (JSONL)", expanded=state.user_kb() is None):
             st.caption("The other pages search this KB while “Uploaded” is chosen in the sidebar.")
 
 with st.sidebar:
-    state.kb_sidebar(upload=False)
+    sidebar.kb_sidebar(upload=False)
 
-choice = state.kb_choice()
-engine = state.get_engine(choice)
+choice = engines.kb_choice()
+engine = engines.get_engine(choice)
 if engine is not None:
     store = engine.store
     counts = store.counts
@@ -56,5 +56,5 @@ if engine is not None:
     if not shown.empty:
         rid = shown.iloc[selected[0] if selected else 0]["id"]
         st.subheader("Record", divider="gray")
-        with render.guarded("This record"):
+        with common.guarded("This record"):
             kb_browse.show_record(store.get(rid))

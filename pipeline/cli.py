@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tqdm import tqdm
 
 from pipeline import config
 from pipeline.cli_common import DEFAULT_FUSION, Alt, Fusion, ModelKey, fail, message
+
+if TYPE_CHECKING:
+    from pipeline.trace import ProgressEvent
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Godot code → knowledge retrieval PoC.")
 kb_app = typer.Typer(no_args_is_help=True, help="Build and inspect the knowledge base.")
@@ -57,14 +61,14 @@ def kb_ensure() -> None:
     typer.echo(f"KB ready in {out}")
 
 
-def _bar_progress() -> tuple[dict[str, tqdm], object]:
+def _bar_progress() -> tuple[dict[str, tqdm], Callable[[ProgressEvent], None]]:
     bars: dict[str, tqdm] = {}
 
-    def progress(step: str, done: int, total: int) -> None:
-        bar = bars.get(step)
+    def progress(event: ProgressEvent) -> None:
+        bar = bars.get(event.label)
         if bar is None:
-            bar = bars[step] = tqdm(total=total, desc=step, file=sys.stderr, leave=False)
-        bar.update(done - bar.n)
+            bar = bars[event.label] = tqdm(total=event.total, desc=event.label, file=sys.stderr, leave=False)
+        bar.update(event.done - bar.n)
 
     return bars, progress
 
@@ -80,8 +84,8 @@ def kb_index(
 
     bars, progress = _bar_progress()
     try:
-        engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
-        engine.dense(embedder, progress=progress)  # type: ignore[arg-type]
+        engine = Engine.open(kb, progress=progress)
+        engine.dense(embedder, progress=progress)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(message(exc))
     finally:
@@ -172,8 +176,8 @@ def run_cmd(
         fail("invalid setting: " + describe(exc))
     bars, progress = _bar_progress()
     try:
-        engine = Engine.open(kb, progress=progress)  # type: ignore[arg-type]
-        trace = engine.run(chunk, settings, progress=progress)  # type: ignore[arg-type]
+        engine = Engine.open(kb, progress=progress)
+        trace = engine.run(chunk, settings, progress=progress)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(message(exc))
     finally:
@@ -205,7 +209,7 @@ def eval_cmd(
         engine = Engine.open(kb)
         settings = Settings(alternatives=alt.alternatives, run_validator=validate)
         with tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False) as bar:
-            report = run_eval(engine, chunks, settings, lambda d, t, _c: bar.update(d - bar.n))
+            report = run_eval(engine, chunks, settings, lambda ev: bar.update(ev.done - bar.n))
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(message(exc))
     if as_json:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pipeline.cli_common import DEFAULT_RERANKER, Alt, Reranker, fail, message
+
+if TYPE_CHECKING:
+    from pipeline.trace import ProgressEvent
 
 
 def batch_command(
@@ -55,11 +58,12 @@ def batch_command(
 
     bars: dict[str, tqdm] = {}
 
-    def engine_progress(step: str, done: int, total: int) -> None:
-        bar = bars.get(step)
+    def engine_progress(event: ProgressEvent) -> None:
+        bar = bars.get(event.label)
         if bar is None:
-            bar = bars[step] = tqdm(total=total, desc=step, file=sys.stderr, leave=False, disable=not progress)
-        bar.update(done - bar.n)
+            bar = bars[event.label] = tqdm(total=event.total, desc=event.label, file=sys.stderr, leave=False,
+                                           disable=not progress)
+        bar.update(event.done - bar.n)
 
     try:
         report = run_batch(paths, out, settings, kb=kb, max_lines=max_lines, retry_errors=retry_errors, top=top,

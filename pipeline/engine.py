@@ -1,13 +1,19 @@
-"""Wires the stages in order: ``Engine.run(chunk, settings) -> Trace``.
+"""Wires the stages in order, in two phases, into one :class:`Trace`.
 
-The engine owns the loaded KB, indexes and models (heavy, shared, never
-mutated); a run only reads them. The CLI and the dashboard both call it.
+``prepare(chunk, settings)`` runs the fast phase — query analysis, both legs,
+union, D's fusion, F in union order — and returns a trace that can be drawn at
+once, with the model stages marked "pending". ``complete(prepared)`` runs the
+model phase on the same objects — F's reranker, then each validator — reusing
+the fast results (nothing is recomputed). ``run`` is both. The CLI, the batch
+runner, the evaluation and the dashboard all call these.
+
+The engine owns the loaded KB and its indexes (heavy, shared, never mutated);
+models come from a :class:`ModelHub` that several engines may share.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,105 +24,106 @@ from pipeline.chunk import prepare_chunk
 from pipeline.evidence import fact_term
 from pipeline.kb import index as kb_index
 from pipeline.kb.store import KBStore, ensure_builtin, open_kb
-from pipeline.models import provision
-from pipeline.models.base import Embedder, Reranker
-from pipeline.models.embedder import SentenceTransformerEmbedder
+from pipeline.models.base import Cancelled, Embedder, Reranker, Validator
+from pipeline.models.hub import ModelHub
 from pipeline.models.provision import ModelError
-from pipeline.models.qwen import QwenGGUF
-from pipeline.models.registry import RERANKER_ENV
-from pipeline.models.reranker import FlagEmbeddingReranker, QwenYesNoReranker
-from pipeline.models.validator import QwenValidator
-from pipeline.settings import Settings
+from pipeline.settings import AltName, Settings
 from pipeline.stages.bm25 import BM25Retriever
-from pipeline.stages.dense import DenseRetriever
-from pipeline.stages.fusion import Fusion, ranked_trace
+from pipeline.stages.dense import DenseRetriever, trace_embedding
+from pipeline.stages.fusion import Fusion
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.rerank import Rerank
-from pipeline.stages.results import LegResult, QueryResult, RankedResult, UnionResult
+from pipeline.stages.results import EmbeddingResult, QueryResult, RankedItem, UnionResult
 from pipeline.stages.union import Union
 from pipeline.stages.validate import Validate, VerdictCache
-from pipeline.trace import AlternativeTrace, ChunkInfo, FinalItem, KBInfo, StageTrace, Trace
+from pipeline.trace import (
+    AlternativeTrace,
+    ChunkInfo,
+    FinalItem,
+    KBInfo,
+    ProgressEvent,
+    Trace,
+    ValidateTrace,
+)
 
 log = logging.getLogger(__name__)
 
-
-class _UnionOrder:
-    """Reranker stand-in that keeps the union order (reranker "none" or unavailable)."""
-
-    name = "none (union order)"
-
-    def score(self, query: str, docs: Sequence[str], *, progress: object = None) -> list[float]:
-        return [-float(i) for i in range(len(docs))]
-
-# (stage or step name, done, total): how the CLI and the app show progress.
-ProgressFn = Callable[[str, int, int], None]
+ProgressFn = Callable[[ProgressEvent], None]
+Cancel = Callable[[], bool]
 
 
-def _quiet(step: str, done: int, total: int) -> None:
+def _quiet(event: ProgressEvent) -> None:
     pass
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class Prepared:
+    """The fast phase's outcome: a drawable trace plus what the model phase builds on."""
+
+    chunk: ChunkInfo
+    settings: Settings
+    query: QueryResult
+    trace: Trace
+    unions: dict[AltName, UnionResult] = field(default_factory=dict)  # F's reranker reads its union
+
+    @property
+    def needs_models(self) -> bool:
+        return bool(self.trace.pending)
+
+
+def final_items(ranked: Sequence[RankedItem], k: int) -> list[FinalItem]:
+    return [FinalItem.of(it.candidate.ref, rank=it.rank, score=it.score,
+                         group=[m for m in it.candidate.members if m != it.candidate.record_id])
+            for it in ranked[:k]]
 
 
 @dataclass
 class Engine:
     store: KBStore
     bm25: BM25Index
-    embedders: dict[str, Embedder] = field(default_factory=dict)
-    vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)
-    qwens: dict[str, QwenGGUF] = field(default_factory=dict)
-    bge: dict[str, FlagEmbeddingReranker] = field(default_factory=dict)
+    hub: ModelHub = field(default_factory=ModelHub)
     verdicts: VerdictCache | None = None
+    vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)  # per embedder, for this KB
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def open(cls, kb: Sequence[Path] | None = None, progress: ProgressFn = _quiet) -> Engine:
+    def open(cls, kb: Sequence[Path] | None = None, progress: ProgressFn = _quiet,
+             hub: ModelHub | None = None) -> Engine:
+        """The built-in KB (built first if missing) or the JSONL files ``kb``, with the BM25 index."""
         if not kb:
-            ensure_builtin()  # a fresh clone: build the built-in KB (~4 s) before opening it
-        store = open_kb(kb)
-        bm25 = kb_index.open_bm25(store, lambda d, t: progress("bm25 index", d, t))
-        return cls(store, bm25)
+            ensure_builtin()
+        return cls.for_store(open_kb(kb), progress, hub)
+
+    @classmethod
+    def for_store(cls, store: KBStore, progress: ProgressFn = _quiet, hub: ModelHub | None = None) -> Engine:
+        """An engine over an already loaded KB (e.g. an upload), sharing ``hub``'s models."""
+        bm25 = kb_index.open_bm25(store, lambda d, t: progress(ProgressEvent("bm25 index", d, t)))
+        return cls(store, bm25, hub or ModelHub())
 
     def kb_info(self) -> KBInfo:
         return KBInfo(name=self.store.name, content_hash=self.store.content_hash,
                       counts=self.store.counts, issues=self.store.issues[:200])
 
+    # --- models -----------------------------------------------------------------------------
     def dense(self, model: str | None, progress: ProgressFn = _quiet) -> tuple[Embedder, kb_index.VectorIndex]:
-        """The embedder and the KB's vectors for it, computed once (resumable) and shared."""
+        """The embedder and this KB's vectors for it, computed once (resumable) and shared."""
         key = model or ""
         with self._lock:
+            embedder = self.hub.embedder(model)
             if key not in self.vectors:
-                emb = SentenceTransformerEmbedder(model)
-                self.vectors[key] = kb_index.open_vectors(self.store, emb, lambda d, t: progress("embeddings", d, t))
-                self.embedders[key] = emb
-        return self.embedders[key], self.vectors[key]
+                self.vectors[key] = kb_index.open_vectors(
+                    self.store, embedder, lambda d, t: progress(ProgressEvent("embedding index", d, t)))
+        return embedder, self.vectors[key]
 
-    def qwen(self, key: str, path: str | None = None) -> QwenGGUF:
-        """One loaded GGUF per model, shared by every run and session (it has its own lock)."""
-        with self._lock:
-            ident = path or key
-            if ident not in self.qwens:
-                self.qwens[ident] = QwenGGUF(path or provision.model_path(key))
-            return self.qwens[ident]
-
-    def validator(self, s: Settings) -> QwenValidator:
-        v = QwenValidator(self.qwen(s.validator_model), s.validator_model, s.margin_threshold)
-        v.model.load()
-        return v
+    def validator(self, s: Settings) -> Validator:
+        return self.hub.validator(s)
 
     def reranker(self, s: Settings) -> Reranker:
-        if s.reranker == "bge":
-            path = s.reranker_model or os.environ.get(RERANKER_ENV)
-            if not path:
-                raise ModelError(f"no bge-reranker folder configured; set {RERANKER_ENV} or the reranker model "
-                                 "setting (no bge weights ship with this project)")
-            with self._lock:
-                if path not in self.bge:
-                    self.bge[path] = FlagEmbeddingReranker(path)
-                return self.bge[path]
-        is_gguf = bool(s.reranker_model and s.reranker_model.endswith(".gguf"))
-        model = self.qwen("qwen-0.5b", s.reranker_model if is_gguf else None)
-        model.load()
-        return QwenYesNoReranker(model, Path(s.reranker_model).name if is_gguf and s.reranker_model
-                                 else "qwen-0.5b")
+        return self.hub.reranker(s)
 
     def term_weight(self, fact: str) -> float:
         """Rarity of a code fact in the KB (BM25 idf): `screen_size` says more than `velocity`."""
@@ -127,61 +134,99 @@ class Engine:
                 return max(float(self.bm25.idf[ids[t]]), 0.1)
         return 1.0
 
-    # --- stages -----------------------------------------------------------
-    def query(self, chunk: ChunkInfo) -> QueryResult:
-        return QueryAnalysis().run(chunk)
+    # --- fast phase -------------------------------------------------------------------------
+    def prepare(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
+                progress: ProgressFn = _quiet) -> Prepared:
+        s = settings or Settings()
+        chunk = data if isinstance(data, ChunkInfo) else prepare_chunk(data)
+        qa = QueryAnalysis()
+        q = qa.run(chunk)
+        trace = Trace(chunk=chunk, kb=self.kb_info(), settings=s, query=qa.trace(q))
+        prepared = Prepared(chunk, s, q, trace)
+        for name in s.alternatives:
+            trace.alternatives[name] = self._fast(prepared, name, progress)
+        return prepared
 
-    def retrieve(self, chunk: ChunkInfo, query: QueryResult, bm25_k: int, dense_k: int, model: str | None,
-                 progress: ProgressFn = _quiet) -> tuple[LegResult, LegResult, list[StageTrace]]:
-        bm = BM25Retriever(self.store, self.bm25, bm25_k)
-        b = bm.run(query)
-        traces = [bm.trace(b, query)]
+    def _embedding(self, chunk: ChunkInfo, k: int, model: str | None, progress: ProgressFn) -> EmbeddingResult:
         try:
             emb, vec = self.dense(model, progress)
-            dr = DenseRetriever(self.store, vec, emb, dense_k)
-            d = dr.run(chunk)
-            traces.append(dr.trace(d))
-        except Exception as exc:
+            return DenseRetriever(self.store, vec, emb, k).run(chunk)
+        except Exception as exc:  # BM25 still works; the embedding panel says why it is empty
             log.warning("embedding leg failed: %s", exc)
-            d = LegResult("embedding", [], 0.0, str(model or "default"))
-            traces.append(StageTrace(name="embedding", status="error", message=f"embedding leg unavailable: {exc}"))
-        return b, d, traces
+            return DenseRetriever.unavailable(k, model or "default", str(exc))
 
-    def union(self, b: LegResult, d: LegResult) -> tuple[UnionResult, StageTrace]:
-        u = Union(self.store)
-        res = u.run(b, d)
-        return res, u.trace(res)
-
-    def final_items(self, ranked: RankedResult, k: int) -> list[FinalItem]:
-        out = []
-        for it in ranked.items[:k]:
-            r = self.store.get(it.candidate.record_id)
-            out.append(FinalItem(rank=it.rank, record_id=r.id, kind=r.kind, doc_path=getattr(r, "doc_path", None),
-                                 source=getattr(r, "source", ""), section=getattr(r, "section", None),
-                                 score=it.score, group=[m for m in it.candidate.members if m != r.id]))
-        return out
-
-    # --- alternatives -----------------------------------------------------
-    def run_d(self, chunk: ChunkInfo, query: QueryResult, s: Settings, progress: ProgressFn,
-              cancelled: Callable[[], bool] | None = None) -> AlternativeTrace:
-        alt = AlternativeTrace(name="D")
-        b, d, legs = self.retrieve(chunk, query, s.d_bm25_k, s.d_dense_k, s.embedder, progress)
-        alt.stages.extend(legs)
-        union, ut = self.union(b, d)
-        alt.stages.append(ut)
-        fused = Fusion(s.fusion, s.alpha, s.rrf_k).run(union)
-        alt.stages.append(ranked_trace(fused, self.store.get))
-        alt.final = self.final_items(fused, s.final_k)
-        self.validate(alt, chunk, s, progress, cancelled)
+    def _fast(self, prepared: Prepared, name: AltName, progress: ProgressFn) -> AlternativeTrace:
+        s, chunk = prepared.settings, prepared.chunk
+        if name == "D":
+            k_b, k_e, model = s.d_bm25_k, s.d_dense_k, s.embedder
+        else:
+            k_b, k_e, model = s.f_bm25_k, s.f_dense_k, s.f_embedder or s.embedder
+        alt = AlternativeTrace(name=name)
+        bm = BM25Retriever(self.store, self.bm25, k_b)
+        b = bm.run(prepared.query)
+        alt.bm25 = bm.trace(b)
+        e = self._embedding(chunk, k_e, model, progress)
+        alt.embedding = trace_embedding(e)
+        union = Union()
+        u = prepared.unions[name] = union.run(b, e)
+        alt.union = union.trace(u)
+        ranked: Sequence[RankedItem]
+        if name == "D":
+            fusion = Fusion(s.fusion, s.alpha, s.rrf_k)
+            fused = fusion.run(u)
+            alt.fusion, ranked = fusion.trace(fused), fused.items
+        else:
+            rerank = Rerank(self.store, None, s.rerank_top_n)
+            kept = (rerank.union_order(u, "pending", "the reranker runs next; the union order is shown meanwhile")
+                    if s.reranks else rerank.union_order(u, "skipped", "reranker turned off: F keeps the union order"))
+            alt.rerank, ranked = rerank.trace(kept), kept.items
+        alt.final = final_items(ranked, s.final_k)
+        alt.validation = (ValidateTrace(status="pending", message="the validator runs next")
+                          if s.run_validator else ValidateTrace(status="skipped", message="validation turned off"))
         return alt
 
-    def validate(self, alt: AlternativeTrace, chunk: ChunkInfo, s: Settings, progress: ProgressFn,
-                 cancelled: Callable[[], bool] | None) -> None:
-        if not s.run_validator:
-            alt.stages.append(StageTrace(name="validate", status="skipped", message="validation turned off"))
+    # --- model phase ------------------------------------------------------------------------
+    def complete(self, prepared: Prepared, progress: ProgressFn = _quiet, cancelled: Cancel | None = None,
+                 on_alternative: Callable[[AltName], None] | None = None) -> Trace:
+        """Run the pending model stages of ``prepared.trace`` in place; ``on_alternative`` after each one."""
+        stop = cancelled or _never
+        for name, alt in prepared.trace.alternatives.items():
+            if alt.rerank is not None and alt.rerank.status == "pending":
+                self._rerank(prepared, alt, progress, stop)
+            if alt.validation is not None and alt.validation.status == "pending":
+                self._validate(prepared, alt, progress, stop)
+            if on_alternative is not None:
+                on_alternative(name)
+        return prepared.trace
+
+    def _rerank(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
+        s, union = prepared.settings, prepared.unions[alt.name]
+        stage = Rerank(self.store, None, s.rerank_top_n)
+
+        def tick(done: int, total: int) -> None:
+            progress(ProgressEvent("rerank", done, total, alt.name))
+            if stop():
+                raise Cancelled
+
+        try:
+            if stop():
+                raise Cancelled
+            stage.reranker = self.reranker(s)
+            result = stage.run(prepared.chunk, union, tick)
+        except ModelError as exc:  # the reranker is missing: keep F usable on the union order and say so
+            result = stage.union_order(union, "error", f"reranker unavailable, union order kept: {exc}")
+        except Cancelled:
+            result = stage.union_order(union, "not_run", "cancelled: the union order is kept")
+        alt.rerank = stage.trace(result)
+        alt.final = final_items(result.items, s.final_k)
+
+    def _validate(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
+        s = prepared.settings
+        if stop():
+            alt.validation = ValidateTrace(status="not_run", message="cancelled before validation")
             return
         validator, why = None, ""
-        if s.accept_policy != "evidence_only" and s.validator_top_k > 0:
+        if s.judges:
             try:
                 validator = self.validator(s)
             except ModelError as exc:
@@ -190,38 +235,14 @@ class Engine:
             self.verdicts = VerdictCache()
         stage = Validate(self.store, validator, top_k=s.validator_top_k, policy=s.accept_policy,
                          timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight)
-        alt.final, trace = stage.run(chunk, alt.final, lambda d, t, what: progress(f"validate {alt.name}", d, t),
-                                     cancelled)
-        alt.stages.append(trace)
 
-    def run_f(self, chunk: ChunkInfo, query: QueryResult, s: Settings, progress: ProgressFn,
-              cancelled: Callable[[], bool] | None = None) -> AlternativeTrace:
-        alt = AlternativeTrace(name="F")
-        b, d, legs = self.retrieve(chunk, query, s.f_bm25_k, s.f_dense_k, s.f_embedder or s.embedder, progress)
-        alt.stages.extend(legs)
-        union, ut = self.union(b, d)
-        alt.stages.append(ut)
-        try:
-            stage = Rerank(self.store, self.reranker(s) if s.reranker != "none" else _UnionOrder(), s.rerank_top_n)
-            ranked = stage.run(chunk, union, lambda d, t: progress("rerank F", d, t))
-            alt.stages.append(ranked_trace(ranked, self.store.get))
-        except ModelError as exc:
-            # The reranker is missing: keep F usable on the union order and say so.
-            ranked = Rerank(self.store, _UnionOrder(), s.rerank_top_n).run(chunk, union)
-            st = ranked_trace(ranked, self.store.get)
-            st.status, st.message = "error", f"reranker unavailable, union order kept: {exc}"
-            alt.stages.append(st)
-        alt.final = self.final_items(ranked, s.final_k)
-        self.validate(alt, chunk, s, progress, cancelled)
-        return alt
+        def tick(done: int, total: int, what: str) -> None:
+            progress(ProgressEvent("validate", done, total, alt.name, what))
+
+        result = stage.run(prepared.chunk, alt.final, tick, stop)
+        alt.validation, alt.final = stage.trace(result), result.final
 
     def run(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
-            progress: ProgressFn = _quiet, cancelled: Callable[[], bool] | None = None) -> Trace:
-        s = settings or Settings()
-        chunk = data if isinstance(data, ChunkInfo) else prepare_chunk(data)
-        q = self.query(chunk)
-        trace = Trace(chunk=chunk, kb=self.kb_info(), settings=s.model_dump(), query=QueryAnalysis.trace(q))
-        for name in s.alternatives:
-            runner = self.run_d if name == "D" else self.run_f
-            trace.alternatives[name] = runner(chunk, q, s, progress, cancelled)
-        return trace
+            progress: ProgressFn = _quiet, cancelled: Cancel | None = None) -> Trace:
+        """Both phases: the complete trace."""
+        return self.complete(self.prepare(data, settings, progress), progress, cancelled)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pipeline.config import FIXTURES
 from pipeline.engine import Engine
 from pipeline.settings import Settings
-from pipeline.trace import Trace
+from pipeline.trace import ProgressEvent, RecordRef, Trace
 
 DEV_SET = FIXTURES / "eval" / "dev.jsonl"
 METRICS = ("ndcg@10", "mrr", "recall@50")
@@ -58,27 +58,25 @@ def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledC
     return out
 
 
-def _pages(record_ids: Iterable[str], doc_path_of: Callable[[str], str | None]) -> list[str]:
-    seen: dict[str, None] = {}
-    for rid in record_ids:
-        p = doc_path_of(rid)
-        if p and p not in seen:
-            seen[p] = None
-    return list(seen)
+def _pages(rows: Iterable[RecordRef]) -> list[str]:
+    """The pages of ranked rows, first occurrence wins."""
+    return list(dict.fromkeys(r.doc_path for r in rows if r.doc_path))
 
 
-def system_rankings(trace: Trace, doc_path_of: Callable[[str], str | None]) -> dict[str, list[str]]:
-    """Page rankings per system: D, F, bm25, embedding and the union (for recall)."""
+def system_rankings(trace: Trace) -> dict[str, list[str]]:
+    """Page rankings per system: D, F, the legs (from D) and each union (for recall)."""
     out: dict[str, list[str]] = {}
     for name, alt in trace.alternatives.items():
-        for st in alt.stages:
-            ids = [row["record_id"] for row in st.candidates]
-            if st.name in ("bm25", "embedding") and name == "D":
-                out[st.name] = _pages(ids, doc_path_of)
-            elif st.name == "union":
-                out[f"{name} union"] = _pages(ids, doc_path_of)
-            elif st.name in ("fusion", "rerank") and st.status == "ok":
-                out[name] = _pages(ids, doc_path_of)
+        if name == "D":
+            for leg in (alt.bm25, alt.embedding):
+                if leg is not None:
+                    out[leg.name] = _pages(leg.rows)
+        if alt.union is not None:
+            out[f"{name} union"] = _pages(alt.union.rows)
+        ranking = alt.ranking
+        # "skipped": F without a reranker ranks in union order, which is still F's ranking.
+        if ranking is not None and ranking.status in ("ok", "skipped"):
+            out[name] = _pages(ranking.rows)
     return out
 
 
@@ -111,8 +109,7 @@ def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]
     return overall, per_q
 
 
-def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk],
-                   doc_path_of: Callable[[str], str | None]) -> dict[str, dict[str, float]]:
+def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk]) -> dict[str, dict[str, float]]:
     """Precision/recall of accepted pages against relevant / must-not-accept labels."""
     out: dict[str, dict[str, float]] = {}
     by_id = {c.id: c for c in chunks}
@@ -124,8 +121,7 @@ def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk],
             if a is None or not any(it.accepted is not None for it in a.final):
                 continue
             c = by_id[cid]
-            accepted = {doc_path_of(it.record_id) for it in a.final if it.accepted}
-            accepted.discard(None)
+            accepted = {it.doc_path for it in a.final if it.accepted and it.doc_path}
             n_acc += len(accepted)
             tp += len(accepted & set(c.relevant))
             fp += len(accepted - set(c.relevant))
@@ -140,21 +136,18 @@ def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk],
 
 
 def evaluate_set(engine: Engine, chunks: list[LabelledChunk], settings: Settings,
-                 progress: Callable[[int, int, str], None] | None = None) -> EvalReport:
-    def doc_path_of(rid: str) -> str | None:
-        return getattr(engine.store.get(rid), "doc_path", None) if rid in engine.store.by_id else None
-
+                 progress: Callable[[ProgressEvent], None] | None = None) -> EvalReport:
     traces: dict[str, Trace] = {}
     runs: dict[str, dict[str, list[str]]] = {}
     for n, c in enumerate(chunks):
         if progress:
-            progress(n, len(chunks), c.id)
+            progress(ProgressEvent("evaluate", n, len(chunks), note=c.id))
         trace = engine.run(c.code, settings)
         traces[c.id] = trace
-        for system, ranking in system_rankings(trace, doc_path_of).items():
+        for system, ranking in system_rankings(trace).items():
             runs.setdefault(system, {})[c.id] = ranking
     if progress:
-        progress(len(chunks), len(chunks), "done")
+        progress(ProgressEvent("evaluate", len(chunks), len(chunks), note="computing metrics"))
     qrels = {c.id: dict(c.relevant) for c in chunks if c.relevant}
     overall, per_q = _ranx(qrels, runs) if qrels else ({}, {})
-    return EvalReport(overall, per_q, accept_metrics(traces, chunks, doc_path_of), traces, len(qrels))
+    return EvalReport(overall, per_q, accept_metrics(traces, chunks), traces, len(qrels))

@@ -36,8 +36,12 @@ _ELIDED_ONLY = re.compile(r'^\s*(?:(?:var|const)\s+\w+\s*(?::\s*\w+)?\s*:?=\s*)?
 
 
 def _long_prose(body: str) -> bool:
-    """A string a person wrote to be read (a message, a docstring), not a name or a path."""
-    return len(body) >= 25 and any(c.isspace() for c in body)
+    """A string a person wrote to be read (a message, a docstring), not a name or a path.
+
+    Any string with a space counts, however short: `"say yes"` lowered every margin of the 1.5B judge
+    by 0.3-0.6 (tests/test_validator.py), while names, paths and actions never hold a space.
+    """
+    return any(c.isspace() for c in body)
 
 
 def _judge_view(tok: Token) -> str | None:
@@ -47,7 +51,7 @@ def _judge_view(tok: Token) -> str | None:
 
 
 def sanitize_for_model(code: str) -> str:
-    """Code as the judge sees it: comments and long prose strings are data, not instructions.
+    """Code as the judge sees it: comments and prose strings are data, not instructions.
 
     Dropping them defeats prompt injection hidden there; no API evidence lives in them.
     Every comment and every kind of string counts (single, double or triple quotes, over

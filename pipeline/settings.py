@@ -1,20 +1,52 @@
-"""Run settings: one frozen object, so (chunk, settings) keys every cache."""
+"""Run settings: one frozen object, so (chunk, settings) keys every cache.
+
+Also the one home of what the UI and the evaluation say about settings: the
+accept policies with their descriptions, and the rough cost of the model stages.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+AltName = Literal["D", "F"]
 FusionMethod = Literal["rrf", "minmax", "zscore"]
 AcceptPolicy = Literal["qwen_and_evidence", "qwen_only", "evidence_only"]
 RerankerBackend = Literal["qwen", "bge", "none"]
+ValidatorModel = Literal["qwen-1.5b", "qwen-0.5b"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    label: str  # short, for a select box
+    description: str  # what it accepts, for the trace and the caption
+
+
+POLICIES: dict[AcceptPolicy, Policy] = {
+    "qwen_and_evidence": Policy(
+        "Qwen yes + verified evidence",
+        "accept when Qwen says yes, at least one evidence item is verified in both texts, "
+        "and the record is not of the other dimension (2D vs 3D)"),
+    "qwen_only": Policy("Qwen yes", "accept when Qwen says yes"),
+    "evidence_only": Policy(
+        "deterministic evidence only (no model)",
+        "accept when deterministic matching finds at least one shared string/API/pattern (no model)"),
+}
+assert set(POLICIES) == set(get_args(AcceptPolicy)), "every accept policy needs its description"
+
+# Rough costs of the model stages on this 2-core CPU (README, BENCHMARKS.md): the dashboard's hints
+# and the evaluation page's time estimate both read them here. Cached verdicts and scores are free.
+SECONDS_PER_JUDGEMENT: dict[ValidatorModel, float] = {"qwen-1.5b": 3.0, "qwen-0.5b": 1.2}
+SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"qwen": 1.0, "bge": 0.1, "none": 0.0}
+SECONDS_FAST_PHASE = 1.0  # query, both legs, union, fusion
 
 
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    alternatives: tuple[Literal["D", "F"], ...] = ("D", "F")
+    alternatives: tuple[AltName, ...] = ("D", "F")
     # Top-k per leg: the design's values (D 50/50, F 80/80).
     d_bm25_k: int = Field(50, ge=1, le=1000)
     d_dense_k: int = Field(50, ge=1, le=1000)
@@ -24,7 +56,7 @@ class Settings(BaseModel):
     # Weight of BM25 in every fusion mode (RRF weights 2α and 2(1−α)). 0.85 measured best on the dev
     # set (BENCHMARKS.md): MiniLM is a text model, so the keyword leg leads and embeddings break ties.
     alpha: float = Field(0.85, ge=0.0, le=1.0)
-    rrf_k: int = Field(60, ge=1)
+    rrf_k: int = Field(60, ge=1, le=1000)
     final_k: int = Field(20, ge=1, le=200)
     embedder: str | None = None  # sentence-transformers folder; None = MiniLM from its package
     f_embedder: str | None = None  # F's code embedder; None = same as D's
@@ -32,11 +64,49 @@ class Settings(BaseModel):
     reranker_model: str | None = None  # bge folder, or a GGUF path for qwen; None = default
     rerank_top_n: int = Field(30, ge=1, le=200)
     run_validator: bool = True
-    validator_model: Literal["qwen-1.5b", "qwen-0.5b"] = "qwen-1.5b"
+    validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)
     accept_policy: AcceptPolicy = "qwen_and_evidence"
-    margin_threshold: float | None = None  # None = the calibrated default for the model
-    timeout_s: float = Field(30.0, gt=0)
+    margin_threshold: float | None = Field(None, ge=-20.0, le=20.0)  # None = the calibrated default
+    timeout_s: float = Field(30.0, ge=1.0, le=600.0)
 
     def cache_key(self) -> str:
         return self.model_dump_json()
+
+    @staticmethod
+    def parse_alternatives(text: str) -> tuple[AltName, ...]:
+        """``D``, ``F`` or ``both`` (any case), as the command line spells it."""
+        choice = text.strip().upper()
+        if choice == "BOTH":
+            return ("D", "F")
+        if choice == "D":
+            return ("D",)
+        if choice == "F":
+            return ("F",)
+        raise ValueError(f"--alt must be D, F or both, not {text!r}")
+
+    # --- what the model stages will do and cost ---------------------------------------------------
+    @property
+    def judges(self) -> bool:
+        """Whether a Qwen judge is asked for (evidence-only needs no model)."""
+        return self.run_validator and self.accept_policy != "evidence_only" and self.validator_top_k > 0
+
+    @property
+    def reranks(self) -> bool:
+        return "F" in self.alternatives and self.reranker != "none"
+
+    @property
+    def needs_models(self) -> bool:
+        """Whether anything beyond the fast phase (query, legs, union, fusion) runs."""
+        return self.run_validator or self.reranks
+
+    def judge_seconds(self) -> float:
+        """Rough seconds for one alternative's judgements on a cold verdict cache."""
+        return SECONDS_PER_JUDGEMENT[self.validator_model] * self.validator_top_k if self.judges else 0.0
+
+    def rerank_seconds(self) -> float:
+        return SECONDS_PER_RERANK_DOC[self.reranker] * self.rerank_top_n if self.reranks else 0.0
+
+    def estimate_seconds(self, n_chunks: int = 1) -> float:
+        per = SECONDS_FAST_PHASE + self.rerank_seconds() + self.judge_seconds() * len(self.alternatives)
+        return per * n_chunks

@@ -11,6 +11,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Nothing may download at run time: every model comes from an installed package.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# A panel that fails to draw raises in tests instead of becoming a message (pipeline/ui/common.py).
+os.environ["GDPOC_STRICT_UI"] = "1"
 
 
 @pytest.fixture(scope="session")

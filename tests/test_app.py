@@ -8,7 +8,7 @@ with the real Qwen models (minutes on 2 cores; verdicts are cached on disk).
 from __future__ import annotations
 
 import os
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,9 +20,10 @@ from streamlit.testing.v1 import AppTest
 
 from pipeline.kb.load import load_bytes
 from pipeline.kb.store import from_load
+from pipeline.trace import ProgressEvent
+from pipeline.ui.engines import UserKB
 from pipeline.ui.highlight import Mark, mark_line, marked_block
 from pipeline.ui.jobs import Job
-from pipeline.ui.state import UserKB
 
 REPO = Path(__file__).resolve().parents[1]
 # The app opens the built-in KB with its indexes; the session's `engine` fixture builds any that are
@@ -32,6 +33,7 @@ APP = REPO / "app.py"
 PAGES = sorted((REPO / "pages").glob("*.py"))
 SMALL_KB = REPO / "fixtures" / "user_kb" / "small.jsonl"
 BAD_KB = REPO / "fixtures" / "bad" / "malformed.jsonl"
+DASH_CHUNK = "func _physics_process(delta):\n\tif Input.is_action_just_pressed(\"dash\"):\n\t\tstart_dash()\n"
 PANELS = ["1 · Raw chunk", "2 · BM25 candidates", "3 · Embedding candidates", "4 · Union of both legs",
           "5 · Fusion (D) / reranker (F)", "6 · Validator", "7 · Final records"]
 
@@ -57,6 +59,14 @@ def _no_models(at: AppTest) -> None:
 
 def _problems(at: AppTest) -> list[str]:
     return [f"{e.message}\n{e.stack_trace}" for e in at.exception]
+
+
+def _finish_model_phase(at: AppTest, timeout: float = 900) -> None:
+    """The model phase runs in a worker thread: wait on its done event, then draw the page again."""
+    run = at.session_state["run"]
+    if run.job is not None:
+        assert run.job.wait(timeout), "the model phase did not finish"
+    at.run()
 
 
 def _final_decisions(at: AppTest) -> dict[str, dict[str, set[str]]]:
@@ -86,24 +96,35 @@ def test_highlight_escapes_html_and_marks_terms() -> None:
     assert "&lt;i&gt;" in block and block.count("\n") == 2  # blank lines survive, nothing unescaped
 
 
-def test_job_cancel_and_error() -> None:
-    def slow(job: Job) -> str:
+def test_job_cancel_stops_at_the_next_check_and_errors_become_messages() -> None:
+    started, release = threading.Event(), threading.Event()
+    steps: list[int] = []
+
+    def work(job: Job) -> str:
         for i in range(100):
-            job.progress("step", i, 100)
+            job.progress(ProgressEvent("validate", i, 100, "D", note=f"record {i}"))
+            steps.append(i)
+            started.set()
+            release.wait(5)  # one step at a time, released by the test
             job.check()
-            time.sleep(0.02)
         return "done"
 
-    job = Job("t", slow).start()
-    time.sleep(0.1)
+    job = Job("t", work).start()
+    assert started.wait(5)
     job.cancel.set()
+    release.set()
     assert job.wait(5) and job.cancelled and job.result is None
+    assert steps == [0]  # stopped at the first check after Cancel
+    (event,) = job.snapshot()
+    assert (event.label, event.done, event.total) == ("validate D", 0, 100) and job.note == "validate D: record 0"
+    job.finish("D")
+    assert [(e.done, e.total) for e in job.snapshot()] == [(100, 100)]
 
     def boom(job: Job) -> None:
         raise ValueError("the model is missing")
 
     failed = Job("t", boom).start()
-    assert failed.wait(5) and failed.error == "the model is missing"
+    assert failed.wait(5) and failed.error == "the model is missing" and not failed.cancelled
 
 
 # --- pages ---------------------------------------------------------------------------------------
@@ -130,6 +151,45 @@ def test_main_fast_run_renders_all_panels_and_caches() -> None:
     at.button(key="main_run").click()
     at.run()
     assert any("from this session's cache" in m.value for m in at.markdown)
+
+
+def test_background_validation_fills_in_the_validator_and_final_panels() -> None:
+    """The model phase as a job (evidence-only policy: no Qwen), drawn when it ends."""
+    at = _app(APP)
+    at.run()
+    at.selectbox(key="s_reranker").set_value("none")
+    at.selectbox(key="s_accept_policy").set_value("evidence_only")
+    at.radio(key="main_mode").set_value("Paste")
+    at.run()
+    at.text_area(key="main_text").set_value(DASH_CHUNK)
+    at.radio(key="main_alts").set_value("Both")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    assert at.session_state["run"].job is not None, "validation runs in the background"
+    _finish_model_phase(at)
+    assert not at.exception, _problems(at)
+    assert not [i.value for i in at.info if "Waiting for the model stages" in i.value]
+    decisions = _final_decisions(at)
+    for alt in ("D", "F"):
+        assert "team/dash_ability" in decisions[alt].get("accepted", set()), decisions
+        assert "label/checkpoint" not in decisions[alt].get("accepted", set()), decisions
+    validator = next(df.value for df in at.dataframe if "shared facts" in df.value.columns)
+    assert validator["accepted"].any() and (validator["shared facts"] > 0).any()
+
+
+def test_compare_page_draws_agreement_shifts_and_cost() -> None:
+    at = _app(PAGES[0])
+    at.run()
+    _no_models(at)
+    at.button(key="compare_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    heads = {h.value for h in at.subheader}
+    assert {"Final ranked lists", "Where they agree", "Rank shifts between them", "Cost"} <= heads
+    usage = next(df.value for df in at.dataframe if "candidates sent" in df.value.columns)
+    assert set(usage["stage"]) == {"embedding", "rerank"}  # no validator ran
+    assert set(usage[usage["stage"] == "rerank"]["candidates sent"]) == {"0"}  # union order: nothing scored
 
 
 def test_bad_chunk_is_a_message_not_a_traceback() -> None:
@@ -172,6 +232,8 @@ def test_reference_chunk_accepts_the_2d_tutorial_not_the_3d_one() -> None:
     at.radio(key="main_alts").set_value("Both")
     at.button(key="main_run").click()
     at.run()
+    assert not at.exception, _problems(at)
+    _finish_model_phase(at)
     assert not at.exception, _problems(at)
     decisions = _final_decisions(at)
     assert set(decisions) == {"D", "F"}, decisions

@@ -354,7 +354,7 @@ class _YesQwen:
 def test_accepted_records_carry_their_evidence(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GDPOC_CACHE", str(tmp_path))  # the verdict cache is created here, not in the shared one
     monkeypatch.setattr(engine, "verdicts", None)
-    monkeypatch.setattr(engine, "validator", lambda s: QwenValidator(_YesQwen(), "qwen-1.5b"))  # type: ignore[arg-type]
+    monkeypatch.setattr(engine, "validator", lambda s: QwenValidator(_YesQwen(), "qwen-1.5b"))
     s = Settings(alternatives=("D",), validator_top_k=3)
     chunk = split_source((FIX / "reference_chunk.gd").read_text(), "reference_chunk.gd")[0]
     line = process_chunk(engine, chunk, s)

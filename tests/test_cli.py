@@ -84,7 +84,8 @@ def test_json_trace_shape_from_stdin() -> None:
     data = json.loads(res.stdout)
     d = data["alternatives"]["D"]
     assert d["status"] == "ok"
-    assert all({"name", "ms"} <= set(s) for s in d["stages"])
+    stages = [d[k] for k in ("bm25", "embedding", "union", "fusion", "validation")]  # one typed field per stage
+    assert all({"name", "ms", "status", "rows"} <= set(s) for s in stages)
     item = d["final"][0]
     assert set(item) >= {"rank", "record_id", "kind", "doc_path", "source", "section", "score", "verdict",
                          "evidence", "accepted"}

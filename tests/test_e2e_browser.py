@@ -245,7 +245,8 @@ def test_browser_reference_chunk_through_d_and_f(page: Page, app_url: str) -> No
     page.get_by_text("Paste code", exact=True).click()
     area = page.get_by_label("GDScript chunk")
     area.wait_for(state="visible")
-    _wait_for(page, "the app to settle", lambda t: True, PAGE_READY_S, "main_failed.png")
+    _wait_for(page, "the paste box", lambda t: "GDScript chunk" in t and "Example chunk" not in t, PAGE_READY_S,
+              "main_failed.png")
     area.click()
     page.evaluate("text => navigator.clipboard.writeText(text)", chunk)
     page.keyboard.press("ControlOrMeta+V")

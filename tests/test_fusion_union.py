@@ -7,8 +7,9 @@ import pytest
 from pipeline.kb.store import KBStore
 from pipeline.records import ApiMapping, DocsChunk
 from pipeline.stages.fusion import Fusion
-from pipeline.stages.results import LegHit, LegResult
+from pipeline.stages.results import BM25Hit, BM25Result, EmbeddingHit, EmbeddingResult
 from pipeline.stages.union import Union
+from pipeline.trace import FusionRow, RecordRef
 
 
 def _doc(i: str, section: str, path: str = "tutorials/a.rst") -> DocsChunk:
@@ -22,55 +23,77 @@ def store() -> KBStore:
     return KBStore("t", recs, "h")
 
 
-def _legs() -> tuple[LegResult, LegResult]:
-    bm25 = LegResult("bm25", [LegHit("d1", 1, 12.0), LegHit("d2", 2, 6.0), LegHit("api:X.y", 3, 0.5)], 0.1)
-    dense = LegResult("embedding", [LegHit("d1b", 1, 0.9), LegHit("d3", 2, 0.8), LegHit("d2", 3, 0.4)], 0.1)
-    return bm25, dense
+def bm25(store: KBStore, *hits: tuple[str, float]) -> BM25Result:
+    return BM25Result([BM25Hit(RecordRef.of(store.get(rid)), n, score) for n, (rid, score) in enumerate(hits, 1)],
+                      0.1, len(hits), "test", {})
+
+
+def embedding(store: KBStore, *hits: tuple[str, float]) -> EmbeddingResult:
+    return EmbeddingResult([EmbeddingHit(RecordRef.of(store.get(rid)), n, sim)
+                            for n, (rid, sim) in enumerate(hits, 1)], 0.1, len(hits), "test")
+
+
+def _legs(store: KBStore) -> tuple[BM25Result, EmbeddingResult]:
+    return (bm25(store, ("d1", 12.0), ("d2", 6.0), ("api:X.y", 0.5)),
+            embedding(store, ("d1b", 0.9), ("d3", 0.8), ("d2", 0.4)))
 
 
 def test_union_merges_same_section_and_keeps_provenance(store: KBStore) -> None:
-    res = Union(store).run(*_legs())
+    res = Union().run(*_legs(store))
     by_key = {c.key: c for c in res.candidates}
     s1 = by_key["tutorials/a.rst#S1"]
     assert s1.members == ["d1", "d1b"] and s1.provenance == "both"
-    assert (s1.bm25_rank, s1.dense_rank) == (1, 1)
+    assert (s1.bm25_rank, s1.embedding_rank) == (1, 1)
+    assert (s1.bm25_score, s1.similarity) == (12.0, 0.9)
     assert by_key["tutorials/a.rst#S2"].provenance == "both"
     assert by_key["tutorials/b.rst#S3"].provenance == "embedding"
     assert by_key["api:X.y"].provenance == "bm25"
     assert res.merged == [("d1", "d1b")]
     assert [c.union_rank for c in res.candidates] == [1, 2, 3, 4]
+    trace = Union().trace(res)
+    assert trace.provenance_counts == {"bm25": 1, "embedding": 1, "both": 2}
+    assert [(m.kept, m.merged) for m in trace.merged] == [("d1", "d1b")]
+    assert trace.rows[0].section == "S1" and trace.rows[0].doc_path == "tutorials/a.rst"
 
 
 def test_rrf_uses_one_based_ranks(store: KBStore) -> None:
-    ranked = Fusion("rrf", rrf_k=60).run(Union(store).run(*_legs()))
+    fusion = Fusion("rrf", rrf_k=60)
+    ranked = fusion.run(Union().run(*_legs(store)))
     top = ranked.items[0]
     assert top.candidate.key == "tutorials/a.rst#S1"
     assert top.score == pytest.approx(2 / 61)
-    assert ranked.explain["max_possible"] == pytest.approx(2 / 61)
+    assert ranked.max_possible == pytest.approx(2 / 61)
     s3 = next(i for i in ranked.items if i.candidate.key.endswith("#S3"))
-    assert s3.breakdown["bm25_contribution"] == 0.0
-    assert s3.breakdown["embedding_contribution"] == pytest.approx(1 / 62)
+    assert s3.bm25_contribution == 0.0
+    assert s3.embedding_contribution == pytest.approx(1 / 62)
+    rows = fusion.trace(ranked).rows
+    row = next(r for r in rows if r.record_id == "d3")
+    assert isinstance(row, FusionRow)
+    # The raw leg values keep the names they have in the union: None where a leg did not find it.
+    assert (row.bm25_score, row.bm25_rank, row.similarity, row.embedding_rank) == (None, None, 0.8, 2)
+    assert [r.shift for r in rows] == [r.before - r.rank for r in rows]
 
 
 def test_minmax_floor_keeps_a_weak_keyword_leg_small(store: KBStore) -> None:
     """A best BM25 score near zero must not be stretched to 1.0 by min-max."""
-    weak = LegResult("bm25", [LegHit("d1", 1, 0.02), LegHit("d2", 2, 0.01)], 0.1)
-    dense = LegResult("embedding", [LegHit("d3", 1, 0.9)], 0.1)
-    ranked = Fusion("minmax", alpha=0.5).run(Union(store).run(weak, dense))
+    weak = bm25(store, ("d1", 0.02), ("d2", 0.01))
+    dense = embedding(store, ("d3", 0.9))
+    ranked = Fusion("minmax", alpha=0.5).run(Union().run(weak, dense))
     d1 = next(i for i in ranked.items if i.candidate.record_id == "d1")
-    assert d1.breakdown["bm25_norm"] < 0.01
+    assert d1.bm25_norm is not None and d1.bm25_norm < 0.01
     assert ranked.items[0].candidate.record_id == "d3"
+    assert ranked.bm25_floor == 5.0 and ranked.bm25_norm is not None and ranked.bm25_norm.span == 5.0
 
 
 def test_convex_weights_and_zscore(store: KBStore) -> None:
-    u = Union(store).run(*_legs())
+    u = Union().run(*_legs(store))
     only_bm25 = Fusion("minmax", alpha=1.0).run(u)
     assert only_bm25.items[0].candidate.record_id == "d1"
-    assert all(i.breakdown["embedding_contribution"] == 0 for i in only_bm25.items)
+    assert all(i.embedding_contribution == 0 for i in only_bm25.items)
     z = Fusion("zscore", alpha=0.5).run(u)
     assert z.items[0].candidate.key == "tutorials/a.rst#S1"
     for it in z.items:
-        assert it.score == pytest.approx(it.breakdown["bm25_contribution"] + it.breakdown["embedding_contribution"])
+        assert it.score == pytest.approx(it.bm25_contribution + it.embedding_contribution)
 
 
 def test_unknown_method_lists_the_valid_ones() -> None:

@@ -30,8 +30,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
     torch.manual_seed(0)
+    # 512 positions as in BERT: the hub's FlagEmbedding reranker reads up to 512 tokens.
     cfg = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=128, num_labels=1)
+                     intermediate_size=32, max_position_embeddings=512, num_labels=1)
     BertForSequenceClassification(cfg).save_pretrained(folder)
     return folder
 
@@ -49,3 +50,23 @@ def test_flag_reranker_loads_and_scores_every_pair(tiny_model: Path) -> None:
 def test_missing_reranker_folder_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="GDPOC_BGE_RERANKER"):
         FlagEmbeddingReranker(tmp_path / "nothing")
+
+
+def test_f_reranks_through_flagembedding_end_to_end(tiny_model: Path) -> None:
+    """F with reranker "bge" and a model folder: the hub loads it via FlagEmbedding and the rerank stage
+    scores the union's top N with it (the path a trained cross-encoder will take)."""
+    from pipeline.engine import Engine
+    from pipeline.settings import Settings
+
+    engine = Engine.open([Path(__file__).resolve().parents[1] / "fixtures" / "user_kb" / "small.jsonl"])
+    s = Settings(alternatives=("F",), run_validator=False, reranker="bge", reranker_model=str(tiny_model),
+                 rerank_top_n=4)
+    f = engine.run("func _process(delta):\n\tstart_dash()\n\tmove_and_slide()\n", s).alternatives["F"]
+    rr = f.rerank
+    assert rr is not None and rr.status == "ok", rr
+    assert rr.reranker == f"bge reranker ({tiny_model.name})" and rr.scored == min(4, len(f.union.rows))
+    scored = [r for r in rr.rows if r.reranker_score is not None]
+    assert len(scored) == rr.scored
+    assert [r.reranker_score for r in scored] == sorted((r.reranker_score for r in scored), reverse=True)
+    assert [it.record_id for it in f.final] == [r.record_id for r in rr.rows][: len(f.final)]
+    assert engine.hub.flag_reranker(str(tiny_model)) is engine.hub.flag_reranker(str(tiny_model))  # loaded once

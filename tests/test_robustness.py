@@ -255,7 +255,7 @@ class FakeEmbedder:
 def vectors_root(emb: FakeEmbedder) -> Path:
     from pipeline import config
 
-    return config.cache_dir() / "vectors" / kb_index._model_key(emb)  # type: ignore[arg-type]
+    return config.cache_dir() / "vectors" / kb_index._model_key(emb)
 
 
 @pytest.mark.parametrize("drop_text_cache", [False, True])
@@ -264,7 +264,7 @@ def test_truncated_vector_matrix_is_recomputed(tmp_cache: Path, caplog: pytest.L
     store = open_kb([SMALL_KB])
     emb = FakeEmbedder()
     expected = emb.encode([embed_text(r) for r in store.records])
-    first = kb_index.open_vectors(store, emb)  # type: ignore[arg-type]
+    first = kb_index.open_vectors(store, emb)
     assert np.array_equal(first.matrix, expected)
     (npy,) = vectors_root(emb).glob("*.npy")
     npy.write_bytes(npy.read_bytes()[:-40])
@@ -274,7 +274,7 @@ def test_truncated_vector_matrix_is_recomputed(tmp_cache: Path, caplog: pytest.L
         shutil.rmtree(vectors_root(emb) / "texts")
     emb.calls = 0
     with caplog.at_level(logging.WARNING, logger="pipeline.kb.index"):
-        again = kb_index.open_vectors(store, emb)  # type: ignore[arg-type]
+        again = kb_index.open_vectors(store, emb)
     assert "recomputing" in caplog.text
     assert np.array_equal(again.matrix, expected)
     assert emb.calls == (1 if drop_text_cache else 0)  # resumable: per-text vectors are reused when present
@@ -284,11 +284,11 @@ def test_truncated_vector_matrix_is_recomputed(tmp_cache: Path, caplog: pytest.L
 def test_vector_matrix_with_nan_or_wrong_rows_is_recomputed(tmp_cache: Path) -> None:
     store = open_kb([SMALL_KB])
     emb = FakeEmbedder()
-    expected = kb_index.open_vectors(store, emb).matrix  # type: ignore[arg-type]
+    expected = kb_index.open_vectors(store, emb).matrix
     (npy,) = vectors_root(emb).glob("*.npy")
     for bad in (np.full_like(expected, np.nan), expected[:3]):
         np.save(npy, bad)
-        assert np.array_equal(kb_index.open_vectors(store, emb).matrix, expected)  # type: ignore[arg-type]
+        assert np.array_equal(kb_index.open_vectors(store, emb).matrix, expected)
 
 
 def test_wrong_length_per_text_vector_entry_is_a_miss(tmp_cache: Path) -> None:
@@ -296,12 +296,12 @@ def test_wrong_length_per_text_vector_entry_is_a_miss(tmp_cache: Path) -> None:
 
     store = open_kb([SMALL_KB])
     emb = FakeEmbedder()
-    expected = kb_index.open_vectors(store, emb).matrix  # type: ignore[arg-type]
+    expected = kb_index.open_vectors(store, emb).matrix
     with diskcache.Cache(str(vectors_root(emb) / "texts")) as cache:
         cache.set(next(iter(cache)), np.zeros(3, np.float32).tobytes() + b"\x01")
     for npy in vectors_root(emb).glob("*.npy"):
         npy.unlink()
-    assert np.array_equal(kb_index.open_vectors(store, emb).matrix, expected)  # type: ignore[arg-type]
+    assert np.array_equal(kb_index.open_vectors(store, emb).matrix, expected)
 
 
 def test_verdict_cache_round_trip_and_garbage_is_a_miss(tmp_cache: Path) -> None:
@@ -362,7 +362,7 @@ REFERENCE = (FIX / "reference_chunk.gd").read_text()
 
 def test_validator_timeout_is_a_timeout_verdict(engine) -> None:
     record = engine.store.records[0]
-    v = QwenValidator(FakeQwen(timeout=True), "qwen-1.5b")  # type: ignore[arg-type]
+    v = QwenValidator(FakeQwen(timeout=True), "qwen-1.5b")
     j = v.judge(REFERENCE, record, collect(REFERENCE, record), timeout_s=2.0)
     assert (j.verdict, j.message, j.margin) == ("timeout", "no answer within 2 s", None)
 
@@ -370,7 +370,7 @@ def test_validator_timeout_is_a_timeout_verdict(engine) -> None:
 def test_a_timing_out_validator_never_accepts_and_the_run_continues(engine, tmp_cache: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeQwen(timeout=True)
-    v = QwenValidator(fake, "qwen-1.5b")  # type: ignore[arg-type]
+    v = QwenValidator(fake, "qwen-1.5b")
     monkeypatch.setattr(engine, "validator", lambda s: v)
     monkeypatch.setattr(engine, "verdicts", VerdictCache())  # in tmp_cache
     s = Settings(alternatives=("D",), validator_top_k=3)
@@ -392,15 +392,16 @@ def test_a_timing_out_validator_never_accepts_and_the_run_continues(engine, tmp_
 def test_corrupt_verdict_entry_is_judged_again(engine, tmp_cache: Path) -> None:
     item = engine.run(REFERENCE, Settings(alternatives=("D",), run_validator=False)).alternatives["D"].final[0]
     fake = FakeQwen(timeout=False, margin=5.0)
-    v = QwenValidator(fake, "qwen-1.5b")  # type: ignore[arg-type]
+    v = QwenValidator(fake, "qwen-1.5b")
     cache = VerdictCache()
     key = VerdictCache.key(v, REFERENCE, record_line(engine.store.get(item.record_id)))
     cache._cache.set(key, "{\"verdict\": \"no\", \"marg")  # a torn entry
     stage = Validate(engine.store, v, top_k=1, cache=cache)
     chunk = prepare_chunk(REFERENCE)
-    out, trace = stage.run(chunk, [FinalItem(**item.model_dump())])
+    result = stage.run(chunk, [FinalItem(**item.model_dump())])
+    out, trace = result.final, stage.trace(result)
     assert fake.calls == 1 and out[0].verdict == "yes"  # judged, not read from the torn entry
-    assert trace.candidates[0].get("cached") is None
+    assert trace.rows[0].cached is False
     assert cache.get(key) is not None and cache.get(key).margin == 5.0  # repaired by the new verdict
 
 
@@ -489,7 +490,7 @@ def test_failed_cache_writes_leave_no_partial_files(tmp_cache: Path, monkeypatch
         with pytest.raises(OSError):
             kb_index.open_bm25(store)
         with pytest.raises(OSError):
-            kb_index.open_vectors(store, emb)  # type: ignore[arg-type]
+            kb_index.open_vectors(store, emb)
     folder = kb_index._bm25_dir(store)
     assert not (folder / META_FILE).exists() and not (folder / ARRAYS_FILE).exists()
     assert not list(vectors_root(emb).glob("*.npy")) and leftovers(tmp_cache) == []
@@ -497,7 +498,7 @@ def test_failed_cache_writes_leave_no_partial_files(tmp_cache: Path, monkeypatch
     fresh = BM25Index.build([bm25_terms(r) for r in store.records])
     assert np.array_equal(kb_index.open_bm25(store).scores(fresh.vocab), fresh.scores(fresh.vocab))
     assert np.array_equal(BM25Index.load(folder).scores(fresh.vocab), fresh.scores(fresh.vocab))
-    assert kb_index.open_vectors(store, emb).matrix.shape == (len(store.records), 16)  # type: ignore[arg-type]
+    assert kb_index.open_vectors(store, emb).matrix.shape == (len(store.records), 16)
 
 
 def test_batch_output_write_failing_midway_is_cut_back_at_once(tmp_path: Path) -> None:

@@ -28,11 +28,11 @@ from pipeline.settings import Settings
 
 if TYPE_CHECKING:
     from pipeline.engine import Engine
-    from pipeline.trace import AlternativeTrace
+    from pipeline.trace import AlternativeTrace, ProgressEvent
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[str, int, int], None]
+ProgressFn = Callable[["ProgressEvent"], None]
 
 
 def _alt_result(alt: AlternativeTrace, top: int) -> AltResult:

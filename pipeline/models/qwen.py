@@ -12,31 +12,16 @@ import atexit
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.models.base import Cancelled, Timeout, YesNo
 from pipeline.models.provision import ModelError
 
+__all__ = ["EVAL_SLICE", "Cancelled", "QwenGGUF", "Timeout", "YesNo"]
+
 EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cancellation
-
-
-class Timeout(Exception):
-    pass
-
-
-class Cancelled(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class YesNo:
-    margin: float  # max(logit yes, Yes) - max(logit no, No)
-    top: str  # the token the model would have sampled first, decoded
-    prompt_tokens: int
-    reused_tokens: int
-    ms: float
 
 
 class QwenGGUF:

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from pipeline.config import cache_dir
 from pipeline.evidence import sanitize_for_model
-from pipeline.models.base import ProgressFn
+from pipeline.models.base import LogitLM, ProgressFn
 from pipeline.models.provision import ModelError
-from pipeline.models.qwen import QwenGGUF
 
 RERANK_SYSTEM = ("Judge whether the Document is the right reference for the Query code. "
                  "Answer only \"yes\" or \"no\".")
@@ -32,7 +31,7 @@ class QwenYesNoReranker:
     evaluation page, does not pay 30 model calls again.
     """
 
-    def __init__(self, model: QwenGGUF, key: str, cache_folder: Path | None = None) -> None:
+    def __init__(self, model: LogitLM, key: str, cache_folder: Path | None = None) -> None:
         self.model, self.key = model, key
         self.name = f"Qwen yes/no reranker ({key})"
         import diskcache

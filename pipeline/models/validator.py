@@ -15,10 +15,14 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from pipeline.evidence import Evidence, sanitize_for_model, strip_comments, verify
-from pipeline.models.qwen import Cancelled, QwenGGUF, Timeout
+from pipeline.models.base import Cancelled, LogitLM, Timeout
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk
+
+if TYPE_CHECKING:
+    from pipeline.trace import Verdict
 
 PROMPT_VERSION = "v4"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
@@ -96,7 +100,7 @@ def record_prompt(record: AnyRecord, ev: Evidence) -> str:
 
 @dataclass
 class Judgement:
-    verdict: str  # yes | no | timeout | error | unparsable | cancelled
+    verdict: Verdict  # yes | no | timeout | error | unparsable | cancelled
     margin: float | None = None
     threshold: float | None = None
     score: float | None = None  # margin + evidence prior: what the threshold applies to
@@ -114,11 +118,11 @@ class Judgement:
 
 
 class QwenValidator:
-    """Validator backend: one GGUF, a threshold on the yes/no margin."""
+    """Validator backend: one yes/no LM (a Qwen GGUF), a threshold on the yes/no margin."""
 
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, model: QwenGGUF, key: str, threshold: float | None = None,
+    def __init__(self, model: LogitLM, key: str, threshold: float | None = None,
                  prior_weight: float | None = None, generate_evidence: bool = True) -> None:
         self.model, self.key = model, key
         self.generate_evidence = generate_evidence  # calibration only needs margins
@@ -126,7 +130,11 @@ class QwenValidator:
         self.prior_weight = PRIOR_WEIGHT.get(key, 0.0) if prior_weight is None else prior_weight
         self.name = f"{key} ({model.path.name})"
 
-    def verdict_for(self, margin: float, ev: Evidence) -> tuple[str, float]:
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.key}|{self.model.path.name}|{self.prompt_version}"
+
+    def verdict_for(self, margin: float, ev: Evidence) -> tuple[Verdict, float]:
         """Threshold the judge score; also used to re-decide cached margins under new settings."""
         score = margin + self.prior_weight * (ev.coverage - 0.5)
         return ("yes" if score >= self.threshold else "no"), score

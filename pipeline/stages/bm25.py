@@ -6,8 +6,10 @@ import time
 
 from pipeline.bm25_index import BM25Index
 from pipeline.kb.store import KBStore
-from pipeline.stages.results import LegHit, LegResult, QueryResult
-from pipeline.trace import StageTrace
+from pipeline.stages.results import BM25Hit, BM25Result, QueryResult
+from pipeline.trace import BM25Row, BM25Trace, MatchedTerm, RecordRef
+
+SCORER = "BM25Okapi(k1=1.5, b=0.75)"
 
 
 class BM25Retriever:
@@ -18,27 +20,21 @@ class BM25Retriever:
             raise ValueError("BM25 top-k must be at least 1")
         self.store, self.index, self.k = store, index, k
 
-    def run(self, query: QueryResult, k: int | None = None) -> LegResult:
+    def run(self, query: QueryResult) -> BM25Result:
         t0 = time.perf_counter()
         # Each distinct term counts once: four `Input.is_action_pressed` calls must not outweigh
         # the one `clamp` that tells a 2D player script from every other input tutorial.
-        hits = self.index.search(list(dict.fromkeys(query.terms)), k or self.k)
+        hits = self.index.search(list(dict.fromkeys(query.terms)), self.k)
         out = [
-            LegHit(self.store.records[h.doc].id, rank, h.score,
-                   dict(sorted(h.contributions.items(), key=lambda kv: -kv[1])))
+            BM25Hit(RecordRef.of(self.store.records[h.doc]), rank, h.score,
+                    dict(sorted(h.contributions.items(), key=lambda kv: -kv[1])))
             for rank, h in enumerate(hits, start=1)
         ]
-        return LegResult("bm25", out, (time.perf_counter() - t0) * 1000, "BM25Okapi(k1=1.5, b=0.75)")
+        return BM25Result(out, (time.perf_counter() - t0) * 1000, self.k, SCORER, query.surface)
 
-    def trace(self, result: LegResult, query: QueryResult) -> StageTrace:
-        rows = []
-        for h in result.hits:
-            r = self.store.get(h.record_id)
-            rows.append({
-                "rank": h.rank, "record_id": h.record_id, "kind": r.kind, "source": getattr(r, "source", ""),
-                "section": getattr(r, "section", None), "score": round(h.score, 4),
-                "matched": [{"term": t, "as_written": query.surface.get(t, t), "contribution": round(c, 4)}
-                            for t, c in h.matched.items()],
-            })
-        return StageTrace(name="bm25", ms=result.ms, params={"k": self.k, "scorer": result.model},
-                          candidates=rows, explain={"n_hits": len(rows)})
+    def trace(self, result: BM25Result) -> BM25Trace:
+        rows = [BM25Row.of(h.ref, rank=h.rank, score=h.score,
+                           matched=[MatchedTerm(term=t, as_written=result.surface.get(t, t), contribution=c)
+                                    for t, c in h.matched.items()])
+                for h in result.hits]
+        return BM25Trace(ms=result.ms, k=result.k, scorer=result.scorer, rows=rows)

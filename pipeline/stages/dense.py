@@ -7,8 +7,8 @@ import time
 from pipeline.kb.index import VectorIndex
 from pipeline.kb.store import KBStore
 from pipeline.models.base import Embedder
-from pipeline.stages.results import LegHit, LegResult
-from pipeline.trace import ChunkInfo, StageTrace
+from pipeline.stages.results import EmbeddingHit, EmbeddingResult
+from pipeline.trace import ChunkInfo, EmbeddingRow, EmbeddingTrace, RecordRef
 
 QUERY_CHARS = 2000  # the embedder truncates anyway; this bounds tokenising time
 
@@ -21,20 +21,25 @@ class DenseRetriever:
             raise ValueError("embedding top-k must be at least 1")
         self.store, self.vectors, self.embedder, self.k = store, vectors, embedder, k
 
-    def run(self, chunk: ChunkInfo, k: int | None = None) -> LegResult:
+    def run(self, chunk: ChunkInfo) -> EmbeddingResult:
         t0 = time.perf_counter()
         qvec = self.embedder.encode([chunk.text[:QUERY_CHARS]])[0]
-        hits = [LegHit(self.store.records[i].id, rank, sim)
-                for rank, (i, sim) in enumerate(self.vectors.search(qvec, k or self.k), start=1)]
+        hits = [EmbeddingHit(RecordRef.of(self.store.records[i]), rank, sim)
+                for rank, (i, sim) in enumerate(self.vectors.search(qvec, self.k), start=1)]
         model = getattr(self.embedder, "title", self.vectors.model)
-        return LegResult("embedding", hits, (time.perf_counter() - t0) * 1000, model)
+        return EmbeddingResult(hits, (time.perf_counter() - t0) * 1000, self.k, model)
 
-    def trace(self, result: LegResult) -> StageTrace:
-        rows = []
-        for h in result.hits:
-            r = self.store.get(h.record_id)
-            rows.append({"rank": h.rank, "record_id": h.record_id, "kind": r.kind,
-                         "source": getattr(r, "source", ""), "section": getattr(r, "section", None),
-                         "similarity": round(h.score, 4)})
-        return StageTrace(name="embedding", ms=result.ms, params={"k": self.k, "model": result.model},
-                          candidates=rows, explain={"n_hits": len(rows)})
+    @staticmethod
+    def unavailable(k: int, model: str, why: str) -> EmbeddingResult:
+        """The leg's result when it cannot run: no hits, and the reason for the trace."""
+        return EmbeddingResult([], 0.0, k, model, error=f"embedding leg unavailable: {why}")
+
+    def trace(self, result: EmbeddingResult) -> EmbeddingTrace:
+        return trace_embedding(result)
+
+
+def trace_embedding(result: EmbeddingResult) -> EmbeddingTrace:
+    """Also used when the leg could not be built at all (no retriever to ask)."""
+    rows = [EmbeddingRow.of(h.ref, rank=h.rank, similarity=h.similarity) for h in result.hits]
+    return EmbeddingTrace(status="error" if result.error else "ok", message=result.error, ms=result.ms,
+                          k=result.k, model=result.model, rows=rows)

@@ -10,40 +10,37 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from pipeline.stages.results import RankedItem, RankedResult, UnionCandidate, UnionResult
-from pipeline.trace import StageTrace
+from pipeline.stages.results import FusedItem, FusionResult, UnionCandidate, UnionResult
+from pipeline.trace import FusionRow, FusionTrace, NormStats
 
 METHODS = ("rrf", "minmax", "zscore")
 # A best BM25 score below this is a weak match; min-max must not stretch it to 1.0.
 BM25_MINMAX_FLOOR = 5.0
 
 
-def _leg_scores(cands: list[UnionCandidate], leg: str) -> list[float | None]:
-    return [c.bm25_score if leg == "bm25" else c.dense_score for c in cands]
-
-
-def _minmax(values: list[float | None], floor: float) -> tuple[list[float], dict[str, float]]:
+def _minmax(values: list[float | None], floor: float) -> tuple[list[float], NormStats | None]:
     present = [v for v in values if v is not None]
     if not present:
-        return [0.0] * len(values), {}
+        return [0.0] * len(values), None
     lo, hi = min(present), max(present)
     lo = min(lo, 0.0)  # scores of both legs are ≥ 0 in practice; 0 means "no evidence"
     span = max(hi - lo, floor, 1e-9)
-    return [0.0 if v is None else (v - lo) / span for v in values], {"min": lo, "max": hi, "span": span}
+    return [0.0 if v is None else (v - lo) / span for v in values], NormStats(lo=lo, hi=hi, span=span)
 
 
-def _zscore(values: list[float | None], _floor: float) -> tuple[list[float], dict[str, float]]:
+def _zscore(values: list[float | None], _floor: float) -> tuple[list[float], NormStats | None]:
     present = [v for v in values if v is not None]
     if len(present) < 2:
-        return [0.0 if v is None else 1.0 for v in values], {}
+        return [0.0 if v is None else 1.0 for v in values], None
     mu, sd = statistics.fmean(present), statistics.pstdev(present) or 1.0
     z = [(v - mu) / sd for v in present]
     missing = min(z)  # absent from a leg = as bad as that leg's worst hit
-    return [missing if v is None else (v - mu) / sd for v in values], {"mean": mu, "std": sd}
+    return [missing if v is None else (v - mu) / sd for v in values], NormStats(mean=mu, std=sd)
 
 
-Normaliser = Callable[[list[float | None], float], tuple[list[float], dict[str, float]]]
+Normaliser = Callable[[list[float | None], float], tuple[list[float], NormStats | None]]
 NORMALISERS: dict[str, Normaliser] = {"minmax": _minmax, "zscore": _zscore}
 
 
@@ -57,49 +54,48 @@ class Fusion:
             raise ValueError("alpha must be between 0 and 1")
         self.method, self.alpha, self.rrf_k = method, alpha, rrf_k
 
-    def run(self, union: UnionResult) -> RankedResult:
+    def run(self, union: UnionResult) -> FusionResult:
         t0 = time.perf_counter()
         cands = union.candidates
-        explain: dict[str, object] = {"method": self.method}
+        eb = ed = None
         if self.method == "rrf":
             scored = [self._rrf(c) for c in cands]
-            # The best possible RRF score: rank 1 on both legs. Shown instead of a misleading percentage.
-            explain.update(rrf_k=self.rrf_k, alpha=self.alpha, max_possible=2.0 / (self.rrf_k + 1))
         else:
             norm = NORMALISERS[self.method]
-            nb, eb = norm(_leg_scores(cands, "bm25"), BM25_MINMAX_FLOOR)
-            nd, ed = norm(_leg_scores(cands, "embedding"), 0.0)
-            explain.update(alpha=self.alpha, bm25_norm=eb, embedding_norm=ed,
-                           bm25_floor=BM25_MINMAX_FLOOR if self.method == "minmax" else None)
+            nb, eb = norm([c.bm25_score for c in cands], BM25_MINMAX_FLOOR)
+            nd, ed = norm([c.similarity for c in cands], 0.0)
             scored = [self._convex(c, b, d) for c, b, d in zip(cands, nb, nd, strict=True)]
-        order = sorted(range(len(cands)), key=lambda i: (-scored[i][0], cands[i].union_rank))
-        items = [RankedItem(cands[i], scored[i][0], rank, cands[i].union_rank, scored[i][1])
-                 for rank, i in enumerate(order, start=1)]
-        return RankedResult("fusion", items, (time.perf_counter() - t0) * 1000, self.method, explain)
+        order = sorted(range(len(cands)), key=lambda i: (-scored[i].score, cands[i].union_rank))
+        items = [replace(scored[i], rank=rank) for rank, i in enumerate(order, start=1)]
+        rrf = self.method == "rrf"
+        return FusionResult(items, (time.perf_counter() - t0) * 1000, self.method, self.alpha,
+                            rrf_k=self.rrf_k if rrf else None,
+                            # Rank 1 on both legs: shown instead of a misleading percentage.
+                            max_possible=2.0 / (self.rrf_k + 1) if rrf else None,
+                            bm25_norm=eb, embedding_norm=ed,
+                            bm25_floor=BM25_MINMAX_FLOOR if self.method == "minmax" else None)
 
-    def _rrf(self, c: UnionCandidate) -> tuple[float, dict[str, float]]:
+    def _rrf(self, c: UnionCandidate) -> FusedItem:
         # Ranks are 1-based, so the best document gets 1/(k+1). Weights 2α and 2(1−α): α = 0.5 is plain RRF.
         b = 2 * self.alpha / (self.rrf_k + c.bm25_rank) if c.bm25_rank else 0.0
-        d = 2 * (1 - self.alpha) / (self.rrf_k + c.dense_rank) if c.dense_rank else 0.0
-        return b + d, {"bm25_raw": c.bm25_score or 0.0, "bm25_rank": float(c.bm25_rank or 0),
-                       "bm25_contribution": b, "embedding_raw": c.dense_score or 0.0,
-                       "embedding_rank": float(c.dense_rank or 0), "embedding_contribution": d}
+        d = 2 * (1 - self.alpha) / (self.rrf_k + c.embedding_rank) if c.embedding_rank else 0.0
+        return FusedItem(c, 0, b + d, bm25_contribution=b, embedding_contribution=d)
 
-    def _convex(self, c: UnionCandidate, nb: float, nd: float) -> tuple[float, dict[str, float]]:
+    def _convex(self, c: UnionCandidate, nb: float, nd: float) -> FusedItem:
         b, d = self.alpha * nb, (1 - self.alpha) * nd
-        return b + d, {"bm25_raw": c.bm25_score or 0.0, "bm25_norm": nb, "bm25_contribution": b,
-                       "embedding_raw": c.dense_score or 0.0, "embedding_norm": nd, "embedding_contribution": d}
+        return FusedItem(c, 0, b + d, bm25_norm=nb, bm25_contribution=b, embedding_norm=nd,
+                         embedding_contribution=d)
 
-
-def ranked_trace(result: RankedResult, store_get: Callable[[str], object]) -> StageTrace:
-    """Rows with rank before/after (for the rank-shift chart) and the per-leg breakdown."""
-    rows = []
-    for it in result.items:
-        r = store_get(it.candidate.record_id)
-        rows.append({"rank": it.rank, "before": it.before, "shift": it.before - it.rank,
-                     "record_id": it.candidate.record_id, "kind": getattr(r, "kind", ""),
-                     "source": getattr(r, "source", ""), "section": getattr(r, "section", None),
-                     "provenance": it.candidate.provenance, "score": it.score,
-                     **{k: round(v, 6) for k, v in it.breakdown.items()}})
-    return StageTrace(name=result.stage, ms=result.ms, params={"method": result.method},
-                      candidates=rows, explain=dict(result.explain))
+    def trace(self, result: FusionResult) -> FusionTrace:
+        """Rows with rank before/after (for the rank-shift chart) and the per-leg breakdown."""
+        rows = []
+        for it in result.items:
+            c = it.candidate
+            rows.append(FusionRow.of(
+                c.ref, rank=it.rank, before=it.before, shift=it.before - it.rank, provenance=c.provenance,
+                score=it.score, bm25_score=c.bm25_score, bm25_rank=c.bm25_rank, bm25_norm=it.bm25_norm,
+                bm25_contribution=it.bm25_contribution, similarity=c.similarity, embedding_rank=c.embedding_rank,
+                embedding_norm=it.embedding_norm, embedding_contribution=it.embedding_contribution))
+        return FusionTrace(ms=result.ms, rows=rows, method=result.method, alpha=result.alpha, rrf_k=result.rrf_k,
+                           max_possible=result.max_possible, bm25_norm=result.bm25_norm,
+                           embedding_norm=result.embedding_norm, bm25_floor=result.bm25_floor)

@@ -7,7 +7,7 @@ import time
 
 from pipeline.analyzer import analyze_code
 from pipeline.stages.results import QueryResult
-from pipeline.trace import ChunkInfo, StageTrace
+from pipeline.trace import ChunkInfo, QueryTermRow, QueryTrace
 
 
 def _surface_forms(text: str, terms: list[str]) -> dict[str, str]:
@@ -29,12 +29,10 @@ class QueryAnalysis:
         return QueryResult(analysis.terms, dict(analysis.kinds), surface, analysis.parser,
                            (time.perf_counter() - t0) * 1000)
 
-    @staticmethod
-    def trace(result: QueryResult) -> StageTrace:
+    def trace(self, result: QueryResult) -> QueryTrace:
         counts: dict[str, int] = {}
         for t in result.terms:
             counts[t] = counts.get(t, 0) + 1
-        rows = [{"term": t, "as_written": result.surface.get(t, t), "kind": result.kinds.get(t, ""), "count": n}
+        rows = [QueryTermRow(term=t, as_written=result.surface.get(t, t), kind=result.kinds.get(t, ""), count=n)
                 for t, n in counts.items()]
-        return StageTrace(name="query", ms=result.ms, params={"parser": result.parser}, candidates=rows,
-                          explain={"n_terms": len(result.terms), "n_unique": len(counts), "parser": result.parser})
+        return QueryTrace(ms=result.ms, parser=result.parser, n_terms=len(result.terms), rows=rows)

@@ -1,11 +1,12 @@
-"""Typed results passed between stages (the trace is built from these)."""
+"""Typed results passed between stages; quantities are named as in the trace rows (pipeline/trace.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
-Provenance = Literal["bm25", "embedding", "both"]
+from pipeline.evidence import Evidence
+from pipeline.models.validator import Judgement
+from pipeline.trace import FinalItem, NormStats, Provenance, RecordRef, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -18,32 +19,53 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
-class LegHit:
-    record_id: str
+class BM25Hit:
+    ref: RecordRef
     rank: int  # 1-based
     score: float
-    matched: dict[str, float] = field(default_factory=dict)  # BM25: term -> contribution
+    matched: dict[str, float] = field(default_factory=dict)  # term -> contribution, largest first
 
 
 @dataclass(frozen=True)
-class LegResult:
-    leg: Literal["bm25", "embedding"]
-    hits: list[LegHit]
+class BM25Result:
+    hits: list[BM25Hit]
     ms: float
-    model: str = ""
+    k: int
+    scorer: str
+    surface: dict[str, str]  # the query's spellings, for the matched terms "as written"
+
+
+@dataclass(frozen=True)
+class EmbeddingHit:
+    ref: RecordRef
+    rank: int
+    similarity: float
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    hits: list[EmbeddingHit]
+    ms: float
+    k: int
+    model: str
+    error: str = ""  # the leg could not run (e.g. no embedder): the union uses BM25 alone
 
 
 @dataclass(frozen=True)
 class UnionCandidate:
     key: str  # doc_path#section for docs chunks, else the record id
-    record_id: str  # representative record: the best-ranked member
+    ref: RecordRef  # the representative record: the best-ranked member
     members: list[str]  # every record id merged into this candidate
     provenance: Provenance
     bm25_rank: int | None
     bm25_score: float | None
-    dense_rank: int | None
-    dense_score: float | None
+    embedding_rank: int | None
+    similarity: float | None
     union_rank: int  # order by best leg rank: the "before" of later rank shifts
+
+    @property
+    def record_id(self) -> str:
+        return self.ref.record_id
 
 
 @dataclass(frozen=True)
@@ -55,17 +77,74 @@ class UnionResult:
 
 @dataclass(frozen=True)
 class RankedItem:
+    """A union candidate placed by a ranking stage (fusion or rerank)."""
+
     candidate: UnionCandidate
-    score: float
     rank: int  # 1-based, after this stage
-    before: int  # rank before this stage (the union order)
-    breakdown: dict[str, float] = field(default_factory=dict)
+    score: float  # what this stage ranks by
+
+    @property
+    def before(self) -> int:
+        return self.candidate.union_rank
 
 
 @dataclass(frozen=True)
-class RankedResult:
-    stage: str  # "fusion" | "rerank"
-    items: list[RankedItem]
+class FusedItem(RankedItem):
+    bm25_norm: float | None = None
+    bm25_contribution: float = 0.0
+    embedding_norm: float | None = None
+    embedding_contribution: float = 0.0
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    items: list[FusedItem]
     ms: float
     method: str
-    explain: dict[str, object] = field(default_factory=dict)
+    alpha: float
+    rrf_k: int | None = None
+    max_possible: float | None = None
+    bm25_norm: NormStats | None = None
+    embedding_norm: NormStats | None = None
+    bm25_floor: float | None = None
+
+
+@dataclass(frozen=True)
+class RerankedItem(RankedItem):
+    reranker_score: float | None = None  # None: beyond the top N, kept in union order
+
+
+@dataclass(frozen=True)
+class RerankResult:
+    items: list[RerankedItem]
+    ms: float
+    reranker: str
+    top_n: int
+    scored: int
+    status: Status = "ok"  # "skipped": turned off; "error": unavailable; "pending": the model phase follows
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """The validator's look at one candidate: deterministic evidence, the judge (if asked), the decision."""
+
+    item: FinalItem
+    evidence: Evidence
+    in_scope: bool
+    verdict: Verdict
+    accepted: bool | None
+    judgement: Judgement | None = None
+    cached: bool = False
+    disagreement: str | None = None
+
+
+@dataclass(frozen=True)
+class ValidateResult:
+    checks: list[Check]
+    final: list[FinalItem]  # the input ranking with verdicts, decisions and evidence filled in
+    ms: float
+    judged: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    reused_tokens: int = 0

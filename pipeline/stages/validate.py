@@ -1,6 +1,6 @@
 """Stage 4: the direct-evidence validator over the top-k of a ranking.
 
-Deterministic evidence is always computed; the Qwen judge runs on the top-k
+Deterministic evidence is always computed; the judge runs on the top-k
 (default 8). Verdicts are cached on disk by (model, prompt version, code hash,
 record hash), so D and F never judge the same pair twice. The accept policy is
 recorded in the trace and switchable.
@@ -13,24 +13,22 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import config
-from pipeline.evidence import collect, sanitize_for_model
+from pipeline.evidence import Evidence, collect, sanitize_for_model
 from pipeline.kb.store import KBStore
-from pipeline.models.validator import Judgement, QwenValidator
-from pipeline.records import record_line
-from pipeline.trace import ChunkInfo, FinalItem, StageTrace
+from pipeline.models.base import Validator
+from pipeline.models.validator import Judgement
+from pipeline.records import AnyRecord, record_line
+from pipeline.settings import POLICIES, AcceptPolicy
+from pipeline.stages.results import Check, ValidateResult
+from pipeline.trace import ChunkInfo, EvidenceRow, FactRow, FinalItem, ValidateRow, ValidateTrace
 
 log = logging.getLogger(__name__)
 
-POLICIES = {
-    "qwen_and_evidence": "accept when Qwen says yes, at least one evidence item is verified in both texts, "
-                         "and the record is not of the other dimension (2D vs 3D)",
-    "qwen_only": "accept when Qwen says yes",
-    "evidence_only": "accept when deterministic matching finds at least one shared string/API/pattern (no model)",
-}
-ProgressFn = Callable[[int, int, str], None]
+JudgeProgress = Callable[[int, int, str], None]  # (done, total, what is being judged)
 
 
 class VerdictCache:
@@ -40,12 +38,10 @@ class VerdictCache:
         self._cache = diskcache.Cache(str(folder or config.cache_dir() / "verdicts"))
 
     @staticmethod
-    def key(validator: QwenValidator, code: str, record_json: str) -> str:
+    def key(validator: Validator, code: str, record_json: str) -> str:
         # The threshold is not part of the key: cached margins are re-decided under new settings.
-        parts = [validator.key, validator.model.path.name, validator.prompt_version,
-                 hashlib.sha256(sanitize_for_model(code).encode()).hexdigest(),
-                 hashlib.sha256(record_json.encode()).hexdigest()]
-        return "|".join(parts)
+        return "|".join([validator.fingerprint, hashlib.sha256(sanitize_for_model(code).encode()).hexdigest(),
+                         hashlib.sha256(record_json.encode()).hexdigest()])
 
     def get(self, key: str) -> Judgement | None:
         """A damaged or ill-typed entry is a miss, never a wrong verdict."""
@@ -68,24 +64,45 @@ class VerdictCache:
             self._cache.set(key, json.dumps(j.to_dict()))
 
 
-def decide(policy: str, j: Judgement | None, n_det: int, conflicts: list[str] | None = None) -> bool:
+def decide(policy: AcceptPolicy, j: Judgement | None, ev: Evidence) -> bool:
     if policy == "evidence_only":
-        return n_det > 0 and not conflicts
+        return bool(ev.items) and not ev.conflicts
     if j is None or j.verdict != "yes":
         return False
     if policy == "qwen_only":
         return True
     # A 2D record is no direct evidence for 3D code (and vice versa), whatever the model says.
-    if conflicts:
+    if ev.conflicts:
         return False
-    return any(e.get("verified") for e in j.evidence) or (n_det > 0 and not j.evidence)
+    return any(e.get("verified") for e in j.evidence) or (bool(ev.items) and not j.evidence)
+
+
+def disagreement(j: Judgement, ev: Evidence) -> str | None:
+    n_det = len(ev.items)
+    if j.verdict == "yes" and ev.conflicts:
+        return f"Qwen says yes, but {ev.conflicts[0]}"
+    if j.verdict == "yes" and n_det == 0:
+        return "Qwen says yes, but no shared string/API/pattern was found"
+    if j.verdict == "no" and n_det >= 3:
+        return f"Qwen says no, though {n_det} shared strings/APIs were found"
+    if j.verdict == "yes" and j.evidence and not any(e.get("verified") for e in j.evidence):
+        return "Qwen says yes, but none of its evidence is in both texts"
+    return None
+
+
+@dataclass
+class _Stats:
+    judged: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
 
 
 class Validate:
     name = "validate"
 
-    def __init__(self, store: KBStore, validator: QwenValidator | None, *, top_k: int = 8,
-                 policy: str = "qwen_and_evidence", timeout_s: float = 30.0,
+    def __init__(self, store: KBStore, validator: Validator | None, *, top_k: int = 8,
+                 policy: AcceptPolicy = "qwen_and_evidence", timeout_s: float = 30.0,
                  cache: VerdictCache | None = None, unavailable: str = "",
                  weight: Callable[[str], float] | None = None) -> None:
         if policy not in POLICIES:
@@ -94,79 +111,100 @@ class Validate:
         self.timeout_s, self.cache, self.unavailable = timeout_s, cache, unavailable
         self.weight = weight
 
-    def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: ProgressFn | None = None,
-            cancelled: Callable[[], bool] | None = None) -> tuple[list[FinalItem], StageTrace]:
+    def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
+            cancelled: Callable[[], bool] | None = None) -> ValidateResult:
         t0 = time.perf_counter()
-        rows: list[dict[str, object]] = []
-        out: list[FinalItem] = []
-        todo = final[: self.top_k]
-        stats = {"judged": 0, "cached": 0, "prompt_tokens": 0, "reused_tokens": 0}
+        stats = _Stats()
+        todo = min(self.top_k, len(final))
+        checks = []
         for n, item in enumerate(final):
             record = self.store.get(item.record_id)
             ev = collect(chunk.text, record, weight=self.weight)
-            row: dict[str, object] = {"rank": item.rank, "record_id": item.record_id, "source": item.source,
-                                      "section": item.section, "kind": item.kind,
-                                      "deterministic": [{"n": e.n, "text": e.text, "field": e.field}
-                                                        for e in ev.items],
-                                      "only_in_code": ev.only_in_code, "only_in_record": ev.only_in_record,
-                                      "conflicts": ev.conflicts, "coverage": ev.coverage}
-            j: Judgement | None = None
-            in_scope = n < self.top_k  # by position: equal items further down are not in scope
-            if in_scope and self.policy != "evidence_only" and self.validator is not None:
-                if progress:
-                    progress(n, len(todo), item.source or item.record_id)
-                key = VerdictCache.key(self.validator, chunk.text, record_line(record)) if self.cache else ""
-                j = self.cache.get(key) if self.cache else None
-                if j is not None and j.margin is not None:
-                    stats["cached"] += 1
-                    row["cached"] = True
-                    j.verdict, j.score = self.validator.verdict_for(j.margin, ev)
-                    j.threshold, j.coverage = self.validator.threshold, ev.coverage
-                else:
-                    try:
-                        j = self.validator.judge(chunk.text, record, ev, timeout_s=self.timeout_s,
-                                                 cancelled=cancelled)
-                    except Exception as exc:
-                        log.warning("validator failed on %s: %s", item.record_id, exc)
-                        j = Judgement("error", message=str(exc))
-                    stats["judged"] += 1
-                    stats["prompt_tokens"] += j.prompt_tokens - j.reused_tokens
-                    stats["reused_tokens"] += j.reused_tokens
-                    if self.cache:
-                        self.cache.set(key, j)
-                row.update(j.to_dict())
-            accepted = decide(self.policy, j, len(ev.items), ev.conflicts) if in_scope and (
-                j is not None or self.policy == "evidence_only") else (False if in_scope else None)
-            verdict = j.verdict if j else ("not_run" if self.policy != "evidence_only" or not in_scope
-                                           else ("yes" if ev.items else "no"))
-            evidence = [str(e["text"]) for e in (j.evidence if j else []) if e.get("verified")] or (
-                ev.texts[:6] if accepted else [])
-            row.update(accepted=accepted, verdict=verdict,
-                       disagreement=_disagreement(j, len(ev.items), ev.conflicts) if j else None)
-            rows.append(row)
-            out.append(item.model_copy(update={"verdict": verdict if verdict in (
-                "yes", "no", "not_run", "error", "timeout") else "error", "accepted": accepted,
-                "evidence": evidence}))
-        status = "ok" if self.validator is not None or self.policy == "evidence_only" else "error"
-        trace = StageTrace(
-            name="validate", status=status, message=self.unavailable if status == "error" else "",
-            ms=(time.perf_counter() - t0) * 1000,
-            params={"top_k": self.top_k, "policy": self.policy, "policy_text": POLICIES[self.policy],
-                    "model": self.validator.name if self.validator else None,
-                    "threshold": self.validator.threshold if self.validator else None,
-                    "prompt_version": self.validator.prompt_version if self.validator else None,
-                    "timeout_s": self.timeout_s},
-            candidates=rows, explain=stats)
-        return out, trace
+            if n >= self.top_k:  # by position: equal items further down are not in scope
+                checks.append(Check(item, ev, False, "not_run", None))
+                continue
+            if progress:
+                progress(n, todo, item.source or item.record_id)
+            checks.append(self.check(chunk, item, record, ev, stats, cancelled))
+        if progress and todo:
+            progress(todo, todo, "")
+        out = [c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": _shown(c)})
+               for c in checks]
+        return ValidateResult(checks, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
+                              stats.prompt_tokens, stats.reused_tokens)
+
+    def check(self, chunk: ChunkInfo, item: FinalItem, record: AnyRecord, ev: Evidence, stats: _Stats,
+              cancelled: Callable[[], bool] | None = None) -> Check:
+        """One candidate in scope: the policy decides whether (and how) the judge is asked."""
+        if self.policy == "evidence_only":
+            return Check(item, ev, True, "yes" if ev.items else "no", decide(self.policy, None, ev))
+        early = self.decide_without_model(item, ev)
+        if early is not None:
+            return early
+        if self.validator is None:
+            return Check(item, ev, True, "not_run", False)
+        if cancelled and cancelled():
+            return Check(item, ev, True, "cancelled", None)
+        j, cached = self._judge(self.validator, chunk, record, ev, stats, cancelled)
+        accepted = None if j.verdict == "cancelled" else decide(self.policy, j, ev)
+        return Check(item, ev, True, j.verdict, accepted, j, cached, disagreement(j, ev))
+
+    def decide_without_model(self, item: FinalItem, ev: Evidence) -> Check | None:
+        """A decision the judge could not change, or None to ask it (the default: always ask).
+
+        The extension point for an accept model that knows when Qwen cannot flip a candidate.
+        """
+        return None
+
+    def _judge(self, validator: Validator, chunk: ChunkInfo, record: AnyRecord, ev: Evidence, stats: _Stats,
+               cancelled: Callable[[], bool] | None) -> tuple[Judgement, bool]:
+        key = VerdictCache.key(validator, chunk.text, record_line(record)) if self.cache else ""
+        j = self.cache.get(key) if self.cache else None
+        if j is not None and j.margin is not None:
+            stats.cached += 1
+            j.verdict, j.score = validator.verdict_for(j.margin, ev)
+            j.threshold, j.coverage = validator.threshold, ev.coverage
+            return j, True
+        try:
+            j = validator.judge(chunk.text, record, ev, timeout_s=self.timeout_s, cancelled=cancelled)
+        except Exception as exc:
+            log.warning("validator failed on %s: %s", record.id, exc)
+            j = Judgement("error", message=str(exc))
+        stats.judged += 1
+        stats.prompt_tokens += j.prompt_tokens - j.reused_tokens
+        stats.reused_tokens += j.reused_tokens
+        if self.cache:
+            self.cache.set(key, j)
+        return j, False
+
+    def trace(self, result: ValidateResult) -> ValidateTrace:
+        ok = self.validator is not None or self.policy == "evidence_only" or self.top_k == 0
+        v = self.validator
+        return ValidateTrace(
+            status="ok" if ok else "error", message="" if ok else self.unavailable, ms=result.ms,
+            rows=[_row(c) for c in result.checks], top_k=self.top_k, policy=self.policy,
+            policy_text=POLICIES[self.policy].description, model=v.name if v else None,
+            threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
+            timeout_s=self.timeout_s, judged=result.judged, cached=result.cached,
+            prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens)
 
 
-def _disagreement(j: Judgement, n_det: int, conflicts: list[str] | None = None) -> str | None:
-    if j.verdict == "yes" and conflicts:
-        return f"Qwen says yes, but {conflicts[0]}"
-    if j.verdict == "yes" and n_det == 0:
-        return "Qwen says yes, but no shared string/API/pattern was found"
-    if j.verdict == "no" and n_det >= 3:
-        return f"Qwen says no, though {n_det} shared strings/APIs were found"
-    if j.verdict == "yes" and j.evidence and not any(e.get("verified") for e in j.evidence):
-        return "Qwen says yes, but none of its evidence is in both texts"
-    return None
+def _shown(c: Check) -> list[str]:
+    """The evidence a final item carries: the judge's verified items, else the shared facts if accepted."""
+    verified = [str(e["text"]) for e in (c.judgement.evidence if c.judgement else []) if e.get("verified")]
+    return verified or (c.evidence.texts[:6] if c.accepted else [])
+
+
+def _row(c: Check) -> ValidateRow:
+    ev, j = c.evidence, c.judgement
+    judged = {} if j is None else {
+        "margin": j.margin, "judge_score": j.score, "threshold": j.threshold, "model_token": j.model_token,
+        "evidence": [EvidenceRow(text=str(e.get("text", "")), field=str(e.get("field", "")),
+                                 verified=bool(e.get("verified"))) for e in j.evidence],
+        "raw": j.raw, "prompt_tokens": j.prompt_tokens, "reused_tokens": j.reused_tokens, "ms": j.ms,
+        "message": j.message}
+    return ValidateRow.of(
+        c.item, rank=c.item.rank, facts=[FactRow(n=i.n, text=i.text, field=i.field) for i in ev.items],
+        only_in_code=ev.only_in_code, only_in_record=ev.only_in_record, conflicts=ev.conflicts,
+        coverage=ev.coverage, cached=c.cached, in_scope=c.in_scope, verdict=c.verdict, accepted=c.accepted,
+        disagreement=c.disagreement, **judged)

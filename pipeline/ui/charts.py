@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
 import pandas as pd
+
+from pipeline.trace import PIPELINE_ORDER, EmbeddingRow, FusionRow, RankedRow, RecordRef, RerankRow, ValidateRow
 
 UP, DOWN, SAME = "moved up", "moved down", "unchanged"
 DIRECTION_SCALE = alt.Scale(domain=[UP, DOWN, SAME], range=["#22a35a", "#e0484b", "#8c8c8c"])
@@ -20,13 +23,9 @@ def short(text: str, n: int = LABEL_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def row_label(row: dict[str, Any], n: int = LABEL_CHARS) -> str:
+def row_label(row: RecordRef, rank: int | None = None, n: int = LABEL_CHARS) -> str:
     """``rank. source › section`` — unique per row and readable as an axis label."""
-    name = row.get("source") or row.get("record_id", "")
-    if row.get("section"):
-        name = f"{name} › {row['section']}"
-    rank = row.get("rank") or row.get("union_rank")
-    return short(f"{rank}. {name}" if rank is not None else str(name), n)
+    return short(f"{rank}. {row.name}" if rank is not None else row.name, n)
 
 
 STEP = {"step": 22}  # px per bar: every label stays readable (vega would drop every other one)
@@ -36,9 +35,9 @@ def _y(field: str = "label:N") -> alt.Y:
     return alt.Y(field, sort=None, title=None, axis=alt.Axis(labelLimit=320, labelOverlap=False))
 
 
-def similarity_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Chart:
-    df = pd.DataFrame([{"label": row_label(r), "similarity": r["similarity"], "record": r["record_id"],
-                        "kind": r.get("kind", "")} for r in rows[:top]])
+def similarity_bars(rows: Sequence[EmbeddingRow], top: int = 15) -> alt.Chart:
+    df = pd.DataFrame([{"label": row_label(r, r.rank), "similarity": r.similarity, "record": r.record_id,
+                        "kind": r.kind} for r in rows[:top]])
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("similarity:Q", title="cosine similarity", scale=alt.Scale(zero=True)),
         y=_y(),
@@ -47,23 +46,36 @@ def similarity_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Chart:
     ).properties(height=STEP)
 
 
-def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top: int = 15,
-                before_key: str = "before", after_key: str = "rank", cap: int = 30,
+@dataclass(frozen=True)
+class Shift:
+    """One record's rank before and after a re-ordering (None: absent from that list)."""
+
+    record_id: str
+    name: str
+    before: int | None
+    after: int | None
+
+    @classmethod
+    def of(cls, row: RankedRow) -> Shift:
+        return cls(row.record_id, row.name, row.before, row.rank)
+
+
+def slope_chart(rows: Sequence[Shift], before: str, after: str, *, top: int = 15, cap: int = 30,
                 label_room: float = 1.5) -> alt.LayerChart:
     """Rank before → rank after for the top ``top`` after the stage; lines coloured by direction.
 
     Ranks below ``cap`` are drawn at the cap (tooltips keep the true rank), so one candidate that
     climbed from rank 70 does not squeeze the other fourteen labels together.
     """
-    picked = sorted((r for r in rows if r.get(after_key) is not None), key=lambda r: r[after_key])[:top]
+    picked = sorted((r for r in rows if r.after is not None), key=lambda r: r.after or 0)[:top]
     long: list[dict[str, Any]] = []
     for r in picked:
-        b, a = r.get(before_key), r[after_key]
+        b, a = r.before, r.after
+        assert a is not None
         direction = SAME if b is None or b == a else (UP if a < b else DOWN)
-        label = short(str(r.get("source") or r["record_id"]) + (f" › {r['section']}" if r.get("section") else ""), 34)
         for x, rank in ((0, b), (1, a)):
             if rank is not None:
-                long.append({"x": x, "y": min(rank, cap), "record": label, "id": r["record_id"],
+                long.append({"x": x, "y": min(rank, cap), "record": short(r.name, 34), "id": r.record_id,
                              "direction": direction, "shift": (b - a) if b is not None else None,
                              "before": b, "after": a, "capped": rank > cap})
     df = pd.DataFrame(long)
@@ -76,7 +88,7 @@ def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top:
     tooltip = ["record", "before", "after", "shift"]
     base = alt.Chart(df).encode(x=x, y=y, color=color, detail="id:N", tooltip=tooltip)
     lines = base.mark_line(strokeWidth=2) + base.mark_circle(size=45, opacity=1)
-    labels = alt.Chart(df[df["x"] == 1]).mark_text(align="left", dx=8, fontSize=11).encode(
+    labels = alt.Chart(df[df["x"] == 1] if not df.empty else df).mark_text(align="left", dx=8, fontSize=11).encode(
         x=x, y=y, text="record:N", color=alt.Color("direction:N", scale=DIRECTION_SCALE, legend=None),
         tooltip=tooltip)
     heads = alt.Chart(pd.DataFrame({"x": [0, 1], "y": [-0.3, -0.3], "text": [before, after]})).mark_text(
@@ -84,13 +96,12 @@ def slope_chart(rows: Sequence[dict[str, Any]], before: str, after: str, *, top:
     return (lines + labels + heads).properties(height=max(240, int(20 * ymax)))
 
 
-def contribution_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Chart:
+def contribution_bars(rows: Sequence[FusionRow], top: int = 15) -> alt.Chart:
     """Fusion score split into its BM25 and embedding contributions (stacked)."""
     long = []
     for r in rows[:top]:
-        for leg, key in (("BM25", "bm25_contribution"), ("embedding", "embedding_contribution")):
-            long.append({"label": row_label(r), "leg": leg, "contribution": float(r.get(key) or 0.0),
-                         "record": r["record_id"]})
+        for leg, value in (("BM25", r.bm25_contribution), ("embedding", r.embedding_contribution)):
+            long.append({"label": row_label(r, r.rank), "leg": leg, "contribution": value, "record": r.record_id})
     df = pd.DataFrame(long)
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("sum(contribution):Q", title="fused score"),
@@ -100,26 +111,24 @@ def contribution_bars(rows: Sequence[dict[str, Any]], top: int = 15) -> alt.Char
     ).properties(height=STEP)
 
 
-def score_bars(rows: Sequence[dict[str, Any]], field: str, title: str, top: int = 15) -> alt.Chart:
-    df = pd.DataFrame([{"label": row_label(r), "score": float(r.get(field) or 0.0), "record": r["record_id"]}
-                       for r in rows[:top]])
+def reranker_bars(rows: Sequence[RerankRow], top: int = 15) -> alt.Chart:
+    df = pd.DataFrame([{"label": row_label(r, r.rank), "score": r.reranker_score, "record": r.record_id}
+                       for r in rows[:top] if r.reranker_score is not None])
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X("score:Q", title=title),
+        x=alt.X("score:Q", title="reranker score"),
         y=_y(),
         tooltip=["record", alt.Tooltip("score:Q", format=".3f")],
     ).properties(height=STEP)
 
 
-def margin_chart(rows: Sequence[dict[str, Any]], threshold: float | None) -> alt.LayerChart | alt.Chart:
+def margin_chart(rows: Sequence[ValidateRow], threshold: float | None) -> alt.LayerChart | alt.Chart:
     """The judge score per candidate (Qwen's yes−no margin plus the evidence prior, when the validator
     reports one), with the acceptance threshold as a rule."""
-    df = pd.DataFrame([{"label": row_label(r), "record": r["record_id"],
-                        "score": float(r["score"] if r.get("score") is not None else r["margin"]),
-                        "margin": float(r["margin"]),
-                        "coverage": None if r.get("coverage") is None else float(r["coverage"]),
-                        "verdict": r.get("verdict") if r.get("verdict") in ("yes", "no") else "other",
-                        "accepted": "accepted" if r.get("accepted") else "not accepted"}
-                       for r in rows if r.get("margin") is not None])
+    df = pd.DataFrame([{"label": row_label(r, r.rank), "record": r.record_id,
+                        "score": r.judge_score if r.judge_score is not None else r.margin, "margin": r.margin,
+                        "coverage": r.coverage, "verdict": r.verdict if r.verdict in ("yes", "no") else "other",
+                        "accepted": "accepted" if r.accepted else "not accepted"}
+                       for r in rows if r.margin is not None])
     values = [*df["score"], 0.0] + ([threshold] if threshold is not None else [])
     pad = 0.08 * (max(values) - min(values) or 1.0)
     x = alt.X("score:Q", title="judge score (yes − no margin + evidence prior)",
@@ -146,7 +155,7 @@ def latency_bars(df: pd.DataFrame) -> alt.Chart:
         x=alt.X("sum(seconds):Q", title="seconds"),
         y=alt.Y("alternative:N", title=None),
         color=alt.Color("stage:N", legend=alt.Legend(orient="bottom", title="stage"),
-                        sort=["bm25", "embedding", "union", "fusion", "rerank", "validate"]),
+                        sort=list(PIPELINE_ORDER)),
         order=alt.Order("order:Q"),
         tooltip=["alternative", "stage", alt.Tooltip("seconds:Q", format=".2f")],
     ).properties(height={"step": 40})

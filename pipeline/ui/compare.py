@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
@@ -10,17 +11,18 @@ import pandas as pd
 import streamlit as st
 
 from pipeline.kb.store import KBStore
-from pipeline.trace import AlternativeTrace, FinalItem, Trace
+from pipeline.settings import AltName
+from pipeline.trace import PIPELINE_ORDER, AlternativeTrace, FinalItem, Trace
 from pipeline.ui import charts
-from pipeline.ui.render import ALT_TITLES, VERDICT_ICONS, fmt_seconds, record_name
+from pipeline.ui.charts import Shift
+from pipeline.ui.common import ALT_TITLES, ICON_WAIT, VERDICT_WORDS, fmt_seconds
 
-STAGE_ORDER = ["bm25", "embedding", "union", "fusion", "rerank", "validate"]
 MARK = {True: "accepted", False: "rejected", None: "—"}
 
 
 def _final_table(alt_: AlternativeTrace) -> pd.DataFrame:
-    return pd.DataFrame([{"decision": MARK[it.accepted], "rank": it.rank, "record": record_name(it),
-                          "Qwen": VERDICT_ICONS.get(it.verdict, it.verdict), "score": it.score,
+    return pd.DataFrame([{"decision": MARK[it.accepted], "rank": it.rank, "record": it.name,
+                          "Qwen": VERDICT_WORDS[it.verdict], "score": it.score,
                           "record_id": it.record_id} for it in alt_.final],
                         columns=["decision", "rank", "record", "Qwen", "score", "record_id"])
 
@@ -29,7 +31,14 @@ def _ids(items: list[FinalItem]) -> dict[str, FinalItem]:
     return {it.record_id: it for it in items}
 
 
-def agreement(d: AlternativeTrace, f: AlternativeTrace) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class Agreement:
+    both: list[str]  # D's record ids that F also accepted
+    only_d: list[str]
+    only_f: list[str]
+
+
+def agreement(d: AlternativeTrace, f: AlternativeTrace) -> Agreement:
     """Accepted record ids: by both, only by D, only by F (a merged duplicate counts as the same record)."""
     def accepted(a: AlternativeTrace) -> dict[str, set[str]]:
         return {it.record_id: {it.record_id, *it.group} for it in a.final if it.accepted}
@@ -38,72 +47,59 @@ def agreement(d: AlternativeTrace, f: AlternativeTrace) -> dict[str, list[str]]:
     both = [rid for rid, ids in da.items() if any(ids & other for other in fa.values())]
     only_d = [rid for rid in da if rid not in both]
     only_f = [rid for rid, ids in fa.items() if not any(ids & other for other in da.values())]
-    return {"both": both, "only D": only_d, "only F": only_f}
+    return Agreement(both, only_d, only_f)
 
 
-def _ranks(a: AlternativeTrace, stage: str) -> dict[str, int]:
-    st_ = a.stage(stage)
-    return {r["record_id"]: r["rank"] for r in st_.candidates} if st_ else {}
-
-
-def shift_rows(d: AlternativeTrace, f: AlternativeTrace, top: int = 15) -> list[dict[str, Any]]:
-    """Records in either top ``top``, with their rank in D (fusion) and in F (reranker)."""
-    rd, rf = _ranks(d, "fusion"), _ranks(f, "rerank")
-    info = {r["record_id"]: r for a, s in ((d, "fusion"), (f, "rerank")) if (x := a.stage(s))
-            for r in x.candidates}
-    picked = [rid for rid, n in rd.items() if n <= top] + [rid for rid, n in rf.items() if n <= top]
-    rows = []
+def shift_rows(d: AlternativeTrace, f: AlternativeTrace, top: int = 15) -> list[Shift]:
+    """Records in either top ``top``: ``before`` = rank in D (fusion), ``after`` = rank in F (reranker)."""
+    rd = {r.record_id: r for r in (d.fusion.rows if d.fusion else [])}
+    rf = {r.record_id: r for r in (f.rerank.rows if f.rerank else [])}
+    picked = [rid for rid, r in rd.items() if r.rank <= top] + [rid for rid, r in rf.items() if r.rank <= top]
+    out = []
     for rid in dict.fromkeys(picked):
-        r = info[rid]
-        rows.append({"record_id": rid, "source": r.get("source"), "section": r.get("section"),
-                     "before": rd.get(rid), "rank": rf.get(rid)})
-    return rows
+        in_d, in_f = rd.get(rid), rf.get(rid)
+        row = in_d or in_f
+        assert row is not None
+        out.append(Shift(rid, row.name, in_d.rank if in_d else None, in_f.rank if in_f else None))
+    return out
 
 
 def latency_frame(trace: Trace) -> pd.DataFrame:
-    rows = []
-    for name, a in trace.alternatives.items():
-        for s in a.stages:
-            rows.append({"alternative": name, "stage": s.name, "seconds": s.ms / 1000,
-                         "order": STAGE_ORDER.index(s.name) if s.name in STAGE_ORDER else 99})
+    rows = [{"alternative": name, "stage": s.name, "seconds": s.ms / 1000, "order": PIPELINE_ORDER.index(s.name)}
+            for name, a in trace.alternatives.items() for s in a.stages]
     return pd.DataFrame(rows, columns=["alternative", "stage", "seconds", "order"])
+
+
+def _usage_row(name: str, stage: str, model: str, sent: str, ms: float, prompt: int | None = None,
+               reused: int | None = None) -> dict[str, Any]:
+    return {"alternative": name, "stage": stage, "model": model, "candidates sent": sent, "prompt tokens": prompt,
+            "reused tokens": reused, "seconds": ms / 1000}
 
 
 def model_usage(trace: Trace) -> pd.DataFrame:
     """Which model saw how many candidates, with the prompt tokens the validator evaluated."""
     rows = []
     for name, a in trace.alternatives.items():
-        emb = a.stage("embedding")
-        if emb is not None:
-            rows.append({"alternative": name, "stage": "embedding", "model": emb.params.get("model", "—"),
-                         "candidates sent": "1 query", "prompt tokens": None, "reused tokens": None,
-                         "seconds": emb.ms / 1000})
-        rr = a.stage("rerank")
-        if rr is not None:
-            rows.append({"alternative": name, "stage": "rerank",
-                         "model": rr.explain.get("reranker", rr.params.get("method", "—")),
-                         "candidates sent": str(rr.explain.get("scored", 0)), "prompt tokens": None,
-                         "reused tokens": None, "seconds": rr.ms / 1000})
-        v = a.stage("validate")
-        if v is not None and v.status != "skipped":
-            ex = v.explain
-            rows.append({"alternative": name, "stage": "validate", "model": v.params.get("model") or "none",
-                         "candidates sent": f"{ex.get('judged', 0) + ex.get('cached', 0)} "
-                                            f"({ex.get('cached', 0)} from cache)",
-                         "prompt tokens": ex.get("prompt_tokens", 0), "reused tokens": ex.get("reused_tokens", 0),
-                         "seconds": v.ms / 1000})
+        if a.embedding is not None:
+            rows.append(_usage_row(name, "embedding", a.embedding.model or "—", "1 query", a.embedding.ms))
+        if a.rerank is not None:
+            rows.append(_usage_row(name, "rerank", a.rerank.reranker, str(a.rerank.scored), a.rerank.ms))
+        v = a.validation
+        if v is not None and v.status not in ("skipped", "pending"):
+            sent = f"{v.judged + v.cached} ({v.cached} from cache)"
+            rows.append(_usage_row(name, "validate", v.model or "none", sent, v.ms, v.prompt_tokens, v.reused_tokens))
     return pd.DataFrame(rows, columns=["alternative", "stage", "model", "candidates sent", "prompt tokens",
                                        "reused tokens", "seconds"])
 
 
-def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str] = ()) -> None:
+def render_compare(trace: Trace, store: KBStore | None, pending: Collection[AltName] = ()) -> None:
     d, f = trace.alternatives.get("D"), trace.alternatives.get("F")
     if d is None or f is None:
         st.info("This run has only one alternative; press **Run** above to run D and F on the same chunk.")
         return
     if pending:
         st.info(f"Model stages still running for {', '.join(sorted(pending))}; the comparison updates when they "
-                "finish.", icon=":material/hourglass_top:")
+                "finish.", icon=ICON_WAIT)
 
     st.subheader("Final ranked lists", divider="gray")
     st.caption("Each alternative's output, best first: accepted or rejected by the validator, — not judged.")
@@ -121,13 +117,13 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str]
     st.caption("Accepted records compared by id (a section merged into another counts as the same record).")
     ag = agreement(d, f)
     c = st.columns(3)
-    for col, (label, ids) in zip(c, (("accepted by both", ag["both"]), ("only D accepts", ag["only D"]),
-                                     ("only F accepts", ag["only F"])), strict=True):
+    for col, (label, ids) in zip(c, (("accepted by both", ag.both), ("only D accepts", ag.only_d),
+                                     ("only F accepts", ag.only_f)), strict=True):
         with col:
             st.metric(label, len(ids))
             items = {**_ids(f.final), **_ids(d.final)}
             if ids:
-                st.dataframe(pd.DataFrame({"record": [record_name(items[i]) for i in ids], "record_id": ids}),
+                st.dataframe(pd.DataFrame({"record": [items[i].name for i in ids], "record_id": ids}),
                              hide_index=True, column_config={"record_id": None})
     top_d = {it.record_id for it in d.final}
     top_f = {it.record_id for it in f.final}
@@ -141,7 +137,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[str]
     rows = shift_rows(d, f)
     if rows:
         st.altair_chart(charts.slope_chart(rows, "D rank", "F rank", top=len(rows), label_room=0.9), width="stretch")
-        missing = [r for r in rows if r["before"] is None or r["rank"] is None]
+        missing = [r for r in rows if r.before is None or r.after is None]
         if missing:
             st.caption(f"{len(missing)} record(s) appear in only one list (different top-k per leg) and are drawn "
                        "as single points.")

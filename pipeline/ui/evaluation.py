@@ -13,15 +13,13 @@ import streamlit as st
 from pipeline.engine import Engine
 from pipeline.evaluate import DEV_SET, METRICS, EvalReport, LabelledChunk, evaluate_set, load_set
 from pipeline.settings import Settings
+from pipeline.trace import ProgressEvent
 from pipeline.ui import charts
 from pipeline.ui.jobs import Job
 
 SYSTEM_ORDER = ["bm25", "embedding", "D union", "F union", "D", "F"]
 SYSTEM_LABELS = {"bm25": "BM25 leg", "embedding": "embedding leg", "D union": "D union", "F union": "F union",
                  "D": "D (fusion)", "F": "F (reranker)"}
-# Rough costs on this 2-core CPU, for the estimate shown before a run.
-SECONDS_PER_JUDGEMENT = {"qwen-1.5b": 3.0, "qwen-0.5b": 1.2}
-SECONDS_PER_RERANK_DOC = 1.0
 
 
 @dataclass
@@ -51,15 +49,6 @@ def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
     return LabelledSet(name, chunks, hashlib.sha256(data).hexdigest())
 
 
-def estimate_seconds(s: Settings, n_chunks: int) -> float:
-    per = 1.0
-    if "F" in s.alternatives and s.reranker == "qwen":
-        per += SECONDS_PER_RERANK_DOC * s.rerank_top_n
-    if s.run_validator and s.accept_policy != "evidence_only":
-        per += SECONDS_PER_JUDGEMENT.get(s.validator_model, 3.0) * s.validator_top_k * len(s.alternatives)
-    return per * n_chunks
-
-
 def fmt_duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -68,10 +57,9 @@ def fmt_duration(seconds: float) -> str:
 
 def start_eval(engine: Engine, chunks: list[LabelledChunk], settings: Settings) -> Job:
     def target(job: Job) -> EvalReport:
-        def progress(n: int, total: int, cid: str) -> None:
+        def progress(event: ProgressEvent) -> None:
             job.check()  # cancel between chunks
-            job.progress("chunks", n, total)
-            job.note = f"chunk {min(n + 1, total)} of {total}: {cid}" if n < total else "computing metrics"
+            job.progress(event)
 
         return evaluate_set(engine, chunks, settings, progress)
 
@@ -110,7 +98,7 @@ def submit(engine: Engine, labelled: LabelledSet, n: int, settings: Settings) ->
     old: EvalRun | None = st.session_state.get("eval")
     if old is not None and old.job is not None and not old.job.done:
         old.job.cancel.set()
-    run = EvalRun(key, labelled.name, chunks, engine, estimate_seconds(settings, n))
+    run = EvalRun(key, labelled.name, chunks, engine, settings.estimate_seconds(n))
     run.report = st.session_state.setdefault("eval_cache", {}).get(key)
     if run.report is None:
         run.job = start_eval(engine, chunks, settings)

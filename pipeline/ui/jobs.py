@@ -1,9 +1,10 @@
-"""Background jobs for the slow model stages.
+"""Background jobs for the dashboard: the model phase of a run, or an evaluation.
 
-A Streamlit click reruns the script and aborts whatever the script thread was
-doing; running the models in a worker thread keeps a run alive across reruns
-(the page just re-attaches to it), and Cancel is a plain ``threading.Event``.
-The worker never calls ``st``: it only records progress that the page polls.
+Streamlit reruns the page script on every interaction; a job in a worker thread
+keeps a run alive across reruns (the page just re-attaches to it), and Cancel
+is a plain ``threading.Event``. The worker never calls ``st``: it records typed
+progress events, and :func:`monitor` — a fragment that reruns on a timer —
+draws them and reruns the page when a partial result arrives or the job ends.
 """
 
 from __future__ import annotations
@@ -15,11 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import streamlit as st
+
+from pipeline.settings import AltName
+from pipeline.trace import ProgressEvent
+
 log = logging.getLogger(__name__)
+
+POLL_S = 0.5  # how often the progress box redraws itself
 
 
 class JobCancelled(Exception):
-    """Raised inside a job's progress callback once Cancel was pressed."""
+    """Raised by :meth:`Job.check` once Cancel was pressed."""
 
 
 @dataclass
@@ -27,7 +35,6 @@ class Job:
     label: str
     target: Callable[[Job], Any]
     cancel: threading.Event = field(default_factory=threading.Event)
-    steps: dict[str, tuple[int, int]] = field(default_factory=dict)  # step -> (done, total), in arrival order
     note: str = ""  # what is happening now, in words
     result: Any = None
     partial: Any = None  # a usable intermediate result (e.g. one alternative finished)
@@ -36,6 +43,7 @@ class Job:
     cancelled: bool = False
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
+    _events: dict[tuple[str, str | None], ProgressEvent] = field(default_factory=dict)  # latest per step
     _done: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -67,27 +75,53 @@ class Job:
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
-    def progress(self, step: str, done: int, total: int) -> None:
+    def progress(self, event: ProgressEvent) -> None:
         with self._lock:
-            self.steps[step] = (done, total)
+            self._events[(event.stage, event.alternative)] = event
+        self.note = f"{event.label}: {event.note}" if event.note else event.label
 
     def check(self) -> None:
         """Stop at a safe point if Cancel was pressed."""
         if self.cancel.is_set():
             raise JobCancelled
 
-    def finish_steps(self, prefix: str = "") -> None:
-        """Mark steps as complete (a validator's last tick is "judging k of k", never "k done")."""
+    def finish(self, alternative: AltName) -> None:
+        """Mark every step of ``alternative`` complete (a validator's last tick is "judging k of k")."""
         with self._lock:
-            for step, (_, total) in list(self.steps.items()):
-                if step.startswith(prefix):
-                    self.steps[step] = (total, total)
+            for key, ev in self._events.items():
+                if ev.alternative == alternative:
+                    self._events[key] = ProgressEvent(ev.stage, ev.total, ev.total, ev.alternative)
 
     def publish(self, partial: Any) -> None:
         with self._lock:
             self.partial = partial
             self.version += 1
 
-    def snapshot(self) -> dict[str, tuple[int, int]]:
+    def snapshot(self) -> list[ProgressEvent]:
+        """The latest event of every step, in the order the steps started."""
         with self._lock:
-            return dict(self.steps)
+            return list(self._events.values())
+
+
+def monitor(job: Job, title: str, key: str, *, hint: str = "") -> None:
+    """Progress bars and a Cancel button for ``job``, redrawn every POLL_S by a fragment.
+
+    When the job publishes a partial result or ends, the whole page reruns so the panels redraw.
+    """
+    seen = job.version
+
+    @st.fragment(run_every=POLL_S)
+    def box() -> None:
+        if job.done or job.version != seen:
+            st.rerun()
+        left, right = st.columns([6, 1], vertical_alignment="top")
+        right.button("Cancel", key=f"{key}_cancel", on_click=job.cancel.set, disabled=job.cancel.is_set(),
+                     width="stretch", help="Stops after the current model call; finished stages stay.")
+        what = "cancelling…" if job.cancel.is_set() else (job.note or "starting…")
+        status = left.status(f"{title} · {job.elapsed:.0f} s · {what}", expanded=True, state="running")
+        if hint:
+            status.caption(hint)
+        for ev in job.snapshot():
+            status.progress(ev.fraction, text=f"{ev.label}: {ev.done} / {ev.total}")
+
+    box()

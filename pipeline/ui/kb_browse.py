@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 import streamlit as st
 
 from pipeline.kb.load import LoadIssue
 from pipeline.kb.store import KBStore
-from pipeline.records import AnyRecord
+from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
+from pipeline.trace import RecordRef
 from pipeline.ui.highlight import marked_block, record_text
 
 MAX_ROWS = 5000  # the table stays responsive; filters narrow it down
@@ -17,10 +20,11 @@ SEARCH_CHARS = 3000  # per record: enough for headings, code and the start of th
 def _title(r: AnyRecord) -> str:
     # ``kind`` rather than isinstance: records cached in the engine may predate a module reload.
     if r.kind == "docs_chunk":
-        return f"{getattr(r, 'title', '')} › {getattr(r, 'section', '')}"
+        d = cast(DocsChunk, r)
+        return f"{d.title} › {d.section}"
     if r.kind == "api_mapping":
-        return str(getattr(r, "source_api", ""))
-    return str(getattr(r, "label", ""))
+        return cast(ApiMapping, r).source_api
+    return cast(LabelPrototype, r).label
 
 
 @st.cache_data(show_spinner="Preparing the record table…", max_entries=4)
@@ -28,8 +32,9 @@ def records_frame(kb_hash: str, _store: KBStore) -> pd.DataFrame:
     """One row per record, plus a lower-cased search column; cached per KB content hash."""
     rows = []
     for r in _store.records:
-        rows.append({"id": r.id, "kind": r.kind, "source": getattr(r, "source", "") or "", "title": _title(r),
-                     "doc_path": getattr(r, "doc_path", None) or "",
+        ref = RecordRef.of(r)
+        rows.append({"id": r.id, "kind": r.kind, "source": ref.source, "title": _title(r),
+                     "doc_path": ref.doc_path or "",
                      "search": (r.id + "\n" + _title(r) + "\n" + record_text(r, SEARCH_CHARS)).lower()})
     return pd.DataFrame(rows, columns=["id", "kind", "source", "title", "doc_path", "search"])
 

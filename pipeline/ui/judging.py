@@ -1,0 +1,145 @@
+"""Panel 6: the validator — Qwen's verdict and margin per candidate, checked against deterministic evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import pandas as pd
+import streamlit as st
+
+from pipeline.kb.store import KBStore
+from pipeline.settings import AltName
+from pipeline.trace import Trace, ValidateRow, ValidateTrace
+from pipeline.ui import charts
+from pipeline.ui.common import (
+    ICON_NO,
+    ICON_OK,
+    ICON_WARN,
+    VERDICT_WORDS,
+    fmt_seconds,
+    for_each_alt,
+    header,
+    record_of,
+    side_by_side,
+    stage_notice,
+)
+from pipeline.ui.highlight import Mark, legend
+
+
+def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltName] = (), key: str = "main") -> None:
+    header(6, "Validator", "The local Qwen reads the chunk and each top candidate and says whether the record "
+                           "contains a direct string / API / pattern match; deterministic matching checks it.")
+    for name, alt in for_each_alt(trace, lambda n, a: f"{n} · validator"):
+        stage = alt.validation
+        if name in pending and stage is not None and stage.status == "pending":
+            s = trace.settings
+            stage_notice(None, waiting=f"Qwen is judging the top {s.validator_top_k} candidates (~"
+                                       f"{s.judge_seconds():.0f} s with {s.validator_model} on a cold cache); "
+                                       "this panel fills in when it is done.")
+            continue
+        if not stage_notice(stage):
+            continue
+        assert stage is not None
+        _validate(stage, trace.chunk.text, store, f"{key}_{name}")
+
+
+def _summary(stage: ValidateTrace) -> None:
+    threshold = stage.threshold if stage.threshold is not None else "—"
+    st.markdown(f"**Model:** {stage.model or 'none (no model)'} · **policy:** {stage.policy_text} · "
+                f"**threshold:** {threshold} · judges the top {stage.top_k}")
+    c = st.columns(4)
+    c[0].metric("judged now", stage.judged)
+    c[1].metric("from cache", stage.cached)
+    c[2].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
+    c[3].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
+
+
+def _table(rows: list[ValidateRow], key: str) -> None:
+    df = pd.DataFrame([{
+        "rank": r.rank, "record": r.name, "Qwen": VERDICT_WORDS[r.verdict],
+        "score": r.judge_score if r.judge_score is not None else r.margin, "margin": r.margin,
+        "coverage": r.coverage, "threshold": r.threshold, "accepted": bool(r.accepted),
+        "verified evidence": len(r.verified_evidence), "shared facts": len(r.facts),
+        "disagreement": f"⚠ {r.disagreement}" if r.disagreement else "", "cached": r.cached,
+        "record_id": r.record_id} for r in rows])
+    st.dataframe(df, hide_index=True, placeholder="—", key=f"{key}_validate", column_config={
+        "score": st.column_config.NumberColumn(format="%.2f", help="What the threshold applies to: Qwen's "
+                                               "yes−no margin plus a prior from the evidence coverage."),
+        "margin": st.column_config.NumberColumn(format="%.2f", help="Qwen's yes−no logit margin."),
+        "coverage": st.column_config.NumberColumn(format="%.2f", help="Share of the chunk's facts found in the "
+                                                  "record (deterministic)."),
+        "threshold": st.column_config.NumberColumn(format="%.2f"),
+        "accepted": st.column_config.CheckboxColumn("accepted"),
+        "disagreement": st.column_config.TextColumn("Qwen vs deterministic", width="medium")})
+
+
+def _validate(stage: ValidateTrace, chunk: str, store: KBStore | None, key: str) -> None:
+    _summary(stage)
+    judged = stage.judged_rows
+    if not judged:
+        st.info("No candidate was in the validator's scope (top k = 0).")
+        return
+    _table(judged, key)
+    if any(r.margin is not None for r in judged):
+        st.markdown("**Score vs threshold** — Qwen says yes when its judge score reaches the dashed rule")
+        st.altair_chart(charts.margin_chart(judged, stage.threshold), width="stretch")
+    st.html(legend(["fact", "evidence", "unverified"]))
+    for r in judged:
+        flag = " · ⚠ Qwen and deterministic evidence disagree" if r.disagreement else ""
+        head = "accepted" if r.accepted else "not accepted"
+        with st.expander(f"{head} · {r.rank}. {r.name}{flag}", icon=ICON_OK if r.accepted else ICON_NO):
+            _judgement(r, chunk, store)
+
+
+def _evidence_marks(row: ValidateRow) -> list[Mark]:
+    marks = []
+    for e in row.evidence:
+        kind = "evidence" if e.verified else "unverified"
+        marks.append(Mark(e.text.strip('"') if kind == "unverified" else e.text, kind,
+                          f"Qwen evidence ({e.field})", word=False, ignore_case=False))
+    for f in row.facts:
+        marks.append(Mark(f.text, "fact", f"fact {f.n} · record field: {f.field}", word=False, ignore_case=False))
+    return marks
+
+
+def _verdict_line(r: ValidateRow) -> str:
+    detail = ""
+    if r.margin is not None:
+        detail = f"yes−no margin {r.margin:.2f}"
+        if r.judge_score is not None:
+            detail += f", evidence coverage {r.coverage:.2f} → score {r.judge_score:.2f}"
+        detail = f" ({detail} vs threshold {r.threshold}; first token `{r.model_token}`)"
+    when = " · from cache" if r.cached else (f" · {fmt_seconds(r.ms)}" if r.ms else "")
+    return f"Qwen: **{VERDICT_WORDS[r.verdict]}**{detail}{when}"
+
+
+def _judgement(r: ValidateRow, chunk: str, store: KBStore | None) -> None:
+    if r.disagreement:
+        st.warning(f"Qwen and the deterministic evidence disagree: {r.disagreement}", icon=ICON_WARN)
+    if r.message:
+        st.caption(r.message)
+    st.markdown(_verdict_line(r))
+    marks = _evidence_marks(r)
+    side_by_side(chunk, record_of(store, r.record_id), marks, marks)
+    if r.evidence:
+        st.markdown("**Qwen's evidence**")
+        st.dataframe(pd.DataFrame([{"text": e.text, "field": e.field, "in both texts": e.verified}
+                                   for e in r.evidence]), hide_index=True)
+    if r.facts:
+        st.markdown("**Shared facts** (deterministic string/API matching)")
+        st.dataframe(pd.DataFrame([{"#": f.n, "text": f.text, "record field": f.field} for f in r.facts]),
+                     hide_index=True, placeholder="—")
+    else:
+        st.caption("No shared string/API/pattern found by deterministic matching.")
+    bits = []
+    if r.only_in_code:
+        bits.append("**only in the chunk:** " + ", ".join(f"`{t}`" for t in r.only_in_code[:12]))
+    if r.only_in_record:
+        bits.append("**only in the record:** " + ", ".join(f"`{t}`" for t in r.only_in_record[:12]))
+    if r.conflicts:
+        bits.append("**conflicts:** " + "; ".join(r.conflicts))
+    if bits:
+        st.markdown("  \n".join(bits))
+    if r.raw:
+        st.caption(f"Raw model output · {r.prompt_tokens} prompt tokens, {r.reused_tokens} reused")
+        st.code(r.raw, language="json")

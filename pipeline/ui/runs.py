@@ -1,0 +1,135 @@
+"""A run of one chunk: the engine's fast phase at once, its model phase as a background job.
+
+The page only starts a run and draws the trace it gets back: the fast trace
+first, then each alternative as the job publishes it, then the finished trace
+(kept in this session's cache, so running the same chunk again is instant).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import streamlit as st
+
+from pipeline.engine import Engine, Prepared
+from pipeline.settings import AltName, Settings
+from pipeline.trace import ChunkInfo, Trace
+from pipeline.ui.inputs import RunRequest, parse_chunk
+from pipeline.ui.jobs import Job
+
+log = logging.getLogger(__name__)
+
+SS_RUN = "run"
+SS_TRACES = "trace_cache"
+TRACE_CACHE_SIZE = 32
+
+
+def run_key(chunk: ChunkInfo, settings: Settings, kb_hash: str) -> str:
+    return hashlib.sha256("|".join([chunk.sha256, settings.cache_key(), kb_hash]).encode()).hexdigest()
+
+
+@dataclass
+class RunState:
+    key: str
+    origin: str
+    chunk: ChunkInfo
+    settings: Settings
+    engine: Engine
+    fast: Trace  # the fast phase's trace (a copy: the job completes the engine's own)
+    full: Trace | None = None
+    job: Job | None = None
+    from_cache: bool = False
+    message: str = ""  # why the shown trace is incomplete (cancelled, failed)
+
+    def refresh(self) -> None:
+        """Take over a finished job's result (and cache it if the run was complete)."""
+        job = self.job
+        if job is None or not job.done or self.full is not None or self.message:
+            return
+        if job.error:
+            self.message = f"The model stages failed: {job.error}"
+        elif job.cancelled:
+            self.message = "Cancelled: the stages that finished are shown; run again to complete."
+        trace = job.result if isinstance(job.result, Trace) else (job.partial or self.fast).model_copy(deep=True)
+        if self.message:
+            trace.close_pending(self.message)
+        else:
+            cache_trace(self.key, trace)
+        self.full = trace
+
+    def view(self) -> Trace:
+        """The trace to draw now: finished, else the latest published, else the fast one."""
+        if self.full is not None:
+            return self.full
+        if self.job is not None and self.job.partial is not None:
+            return self.job.partial
+        return self.fast
+
+    @property
+    def pending(self) -> set[AltName]:
+        """Alternatives whose model stages are still running."""
+        return self.view().pending if self.job is not None and not self.job.done else set()
+
+
+def _trace_cache() -> OrderedDict[str, Trace]:
+    return st.session_state.setdefault(SS_TRACES, OrderedDict())
+
+
+def cache_trace(key: str, trace: Trace) -> None:
+    cache = _trace_cache()
+    cache[key] = trace
+    cache.move_to_end(key)
+    while len(cache) > TRACE_CACHE_SIZE:
+        cache.popitem(last=False)
+
+
+def current_run() -> RunState | None:
+    run: RunState | None = st.session_state.get(SS_RUN)
+    if run is not None:
+        run.refresh()
+    return run
+
+
+def _model_job(engine: Engine, prepared: Prepared) -> Job:
+    def target(job: Job) -> Trace:
+        def published(name: AltName) -> None:
+            job.finish(name)
+            job.publish(prepared.trace.model_copy(deep=True))
+
+        return engine.complete(prepared, job.progress, job.cancel.is_set, published)
+
+    return Job(f"run {prepared.chunk.sha256[:8]}", target).start()
+
+
+def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunState | None:
+    """Fast phase now (rendered at once), model phase in the background; cached runs are instant."""
+    chunk = parse_chunk(request.data)
+    if chunk is None:
+        return None
+    settings = settings.model_copy(update={"alternatives": request.alternatives})
+    old: RunState | None = st.session_state.get(SS_RUN)
+    if old is not None and old.job is not None and not old.job.done:
+        old.job.cancel.set()  # a new run replaces the old one; the models would only be shared anyway
+    key = run_key(chunk, settings, engine.store.content_hash)
+    cached = _trace_cache().get(key)
+    if cached is not None:
+        run = RunState(key, request.origin, chunk, settings, engine, cached, full=cached, from_cache=True)
+    else:
+        try:
+            with st.spinner("BM25, embedding, union and fusion…"):
+                prepared = engine.prepare(chunk, settings)
+        except Exception as exc:
+            log.exception("fast phase failed")
+            st.error(f"The run failed: {exc}")
+            return None
+        run = RunState(key, request.origin, chunk, settings, engine, prepared.trace.model_copy(deep=True))
+        if prepared.needs_models:
+            run.job = _model_job(engine, prepared)
+        else:
+            run.full = run.fast
+            cache_trace(key, run.fast)
+    st.session_state[SS_RUN] = run
+    return run
