@@ -186,6 +186,13 @@ class BM25Index:
                 contrib[i][term] = float(count * data[lo + pos[i]])
         return [Hit(doc=int(d), score=float(score[d]), contributions=contrib[i]) for i, d in enumerate(top)]
 
+    def has_term(self, doc: int, term_id: int) -> bool:
+        """Whether document ``doc`` contains the term (a binary search in the term's column)."""
+        lo, hi = self._indptr[term_id], self._indptr[term_id + 1]
+        col = self._indices[lo:hi]
+        at = int(np.searchsorted(col, doc))
+        return at < len(col) and int(col[at]) == doc
+
     # ------------------------------------------------------------- save/load
     def save(self, folder: Path) -> None:
         """Write ``bm25_arrays.npz`` + ``params.json`` into ``folder``.

@@ -234,6 +234,16 @@ def _register_batch() -> None:
 _register_batch()
 
 
+def _register_training() -> None:
+    from pipeline.cli_train import models_train, train_app
+
+    app.add_typer(train_app, name="train")
+    models_app.command("train")(models_train)
+
+
+_register_training()
+
+
 @models_app.callback(invoke_without_command=True)
 def models_default(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
@@ -253,6 +263,16 @@ def models_status() -> None:
     from pipeline.models.registry import embedder_status, reranker_status
 
     for line in (embedder_status(), reranker_status()):
+        typer.echo(line)
+    from pipeline.kb.store import KBNotBuiltError, open_kb
+    from pipeline.models.trained import status_lines
+
+    try:
+        kb_hash = open_kb().content_hash
+    except KBNotBuiltError:
+        typer.echo("trained    unknown        the KB is not built yet (`python -m pipeline kb ensure`)")
+        return
+    for line in status_lines(kb_hash):
         typer.echo(line)
 
 

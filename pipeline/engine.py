@@ -13,6 +13,7 @@ models come from a :class:`ModelHub` that several engines may share.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -22,12 +23,15 @@ from pathlib import Path
 from pipeline.bm25_index import BM25Index
 from pipeline.chunk import prepare_chunk
 from pipeline.evidence import fact_term
+from pipeline.features import FeatureBuilder
 from pipeline.kb import index as kb_index
 from pipeline.kb.store import KBStore, ensure_builtin, open_kb
+from pipeline.models import trained
 from pipeline.models.base import Cancelled, Embedder, Reranker, Validator
 from pipeline.models.hub import ModelHub
+from pipeline.models.learned import LearnedRanker
 from pipeline.models.provision import ModelError
-from pipeline.settings import AltName, Settings
+from pipeline.settings import TRAINED, AltName, Settings
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.fusion import Fusion
@@ -89,6 +93,7 @@ class Engine:
     verdicts: VerdictCache | None = None
     vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)  # per embedder, for this KB
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _features: FeatureBuilder | None = None
 
     @classmethod
     def open(cls, kb: Sequence[Path] | None = None, progress: ProgressFn = _quiet,
@@ -122,8 +127,25 @@ class Engine:
     def validator(self, s: Settings) -> Validator:
         return self.hub.validator(s)
 
-    def reranker(self, s: Settings) -> Reranker:
-        return self.hub.reranker(s)
+    def reranker(self, s: Settings) -> Reranker | LearnedRanker:
+        return self.hub.reranker(s, self.store.content_hash)
+
+    @property
+    def features(self) -> FeatureBuilder:
+        """Candidate features for the learned ranker (built once per engine: it indexes class pages)."""
+        with self._lock:
+            if self._features is None:
+                self._features = FeatureBuilder(self.store, self.bm25)
+            return self._features
+
+    def resolve_embedder(self, model: str | None) -> tuple[str | None, str]:
+        """The folder an embedder setting means, and a notice when it had to fall back to MiniLM."""
+        if model != TRAINED:
+            return model, ""
+        try:
+            return trained.query_encoder(self.store.content_hash), ""
+        except ModelError as exc:
+            return None, f"{exc}; using all-MiniLM-L6-v2"
 
     def term_weight(self, fact: str) -> float:
         """Rarity of a code fact in the KB (BM25 idf): `screen_size` says more than `velocity`."""
@@ -148,9 +170,11 @@ class Engine:
         return prepared
 
     def _embedding(self, chunk: ChunkInfo, k: int, model: str | None, progress: ProgressFn) -> EmbeddingResult:
+        model, notice = self.resolve_embedder(model)
         try:
             emb, vec = self.dense(model, progress)
-            return DenseRetriever(self.store, vec, emb, k).run(chunk)
+            result = DenseRetriever(self.store, vec, emb, k).run(chunk)
+            return dataclasses.replace(result, notice=notice) if notice else result
         except Exception as exc:  # BM25 still works; the embedding panel says why it is empty
             log.warning("embedding leg failed: %s", exc)
             return DenseRetriever.unavailable(k, model or "default", str(exc))
@@ -201,7 +225,7 @@ class Engine:
 
     def _rerank(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
         s, union = prepared.settings, prepared.unions[alt.name]
-        stage = Rerank(self.store, None, s.rerank_top_n)
+        stage = Rerank(self.store, None, s.rerank_top_n, self.features)
 
         def tick(done: int, total: int) -> None:
             progress(ProgressEvent("rerank", done, total, alt.name))
@@ -212,7 +236,7 @@ class Engine:
             if stop():
                 raise Cancelled
             stage.reranker = self.reranker(s)
-            result = stage.run(prepared.chunk, union, tick)
+            result = stage.run(prepared.chunk, union, tick, prepared.query.terms)
         except ModelError as exc:  # the reranker is missing: keep F usable on the union order and say so
             result = stage.union_order(union, "error", f"reranker unavailable, union order kept: {exc}")
         except Cancelled:

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 AltName = Literal["D", "F"]
 FusionMethod = Literal["rrf", "minmax", "zscore"]
 AcceptPolicy = Literal["qwen_and_evidence", "qwen_only", "evidence_only"]
-RerankerBackend = Literal["qwen", "bge", "none"]
+RerankerBackend = Literal["learned", "bge", "qwen", "none"]
+TRAINED = "trained"  # an embedder setting that means: the code embedder trained here (MiniLM until it is)
 ValidatorModel = Literal["qwen-1.5b", "qwen-0.5b"]
 
 
@@ -39,7 +40,7 @@ assert set(POLICIES) == set(get_args(AcceptPolicy)), "every accept policy needs 
 # Rough costs of the model stages on this 2-core CPU (README, BENCHMARKS.md): the dashboard's hints
 # and the evaluation page's time estimate both read them here. Cached verdicts and scores are free.
 SECONDS_PER_JUDGEMENT: dict[ValidatorModel, float] = {"qwen-1.5b": 3.0, "qwen-0.5b": 1.2}
-SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"qwen": 1.0, "bge": 0.1, "none": 0.0}
+SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"learned": 0.002, "bge": 0.04, "qwen": 1.9, "none": 0.0}
 SECONDS_FAST_PHASE = 1.0  # query, both legs, union, fusion
 
 
@@ -59,9 +60,11 @@ class Settings(BaseModel):
     rrf_k: int = Field(60, ge=1, le=1000)
     final_k: int = Field(20, ge=1, le=200)
     embedder: str | None = None  # sentence-transformers folder; None = MiniLM from its package
-    f_embedder: str | None = None  # F's code embedder; None = same as D's
-    reranker: RerankerBackend = "qwen"
-    reranker_model: str | None = None  # bge folder, or a GGUF path for qwen; None = default
+    f_embedder: str | None = TRAINED  # F's code embedder: "trained" (default), a folder, or None = same as D's
+    # F's reranker: "learned" (LightGBM over the trace's features, trained here), "bge" (a cross-encoder
+    # folder through FlagEmbedding: a real bge-reranker or the one trained here), "qwen" (0.5B yes/no logits).
+    reranker: RerankerBackend = "learned"
+    reranker_model: str | None = None  # a folder (learned, bge) or a GGUF (qwen); None = the default one
     rerank_top_n: int = Field(30, ge=1, le=200)
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"

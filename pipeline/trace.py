@@ -114,8 +114,17 @@ class FusionRow(RankedRow):
     embedding_contribution: float = 0.0
 
 
+class Contribution(Row):
+    """One feature's share of a learned score: its value, and what it added (+) or took away (−)."""
+
+    feature: str
+    value: float
+    contribution: float
+
+
 class RerankRow(RankedRow):
     reranker_score: float | None = None  # None: beyond the reranked top N, kept in union order
+    contributions: list[Contribution] = Field(default_factory=list)  # the learned ranker's largest, by size
 
 
 class FactRow(Row):
@@ -240,6 +249,7 @@ class RerankTrace(StageTrace[RerankRow]):
     reranker: str = ""
     top_n: int = 0
     scored: int = 0  # candidates the reranker actually scored
+    bias: float | None = None  # the learned ranker's score before any feature (the contributions add to it)
 
 
 class ValidateTrace(StageTrace[ValidateRow]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -36,9 +37,14 @@ class SentenceTransformerEmbedder:
         self.path = model_path or default_embedder_path()
         if not Path(self.path).is_dir():
             raise ModelError(f"embedder folder not found: {self.path} (set {EMBEDDER_ENV} or the setting)")
-        self.name = Path(self.path).name  # part of the vector cache key: keep stable
+        # A query encoder trained here encodes documents with the base model unchanged (see
+        # pipeline/train/biencoder.py): the KB's vectors are the base model's, cached once.
+        self.document_tower = _document_tower(Path(self.path))
+        base = Path(self.document_tower["base"]) if self.document_tower else Path(self.path)
+        self.name = base.name  # part of the vector cache key: keep stable
         is_default = model_path is None and EMBEDDER_ENV not in os.environ
-        self.title = "all-MiniLM-L6-v2" if is_default else self.name
+        self.title = "all-MiniLM-L6-v2" if is_default else (
+            "code query encoder (trained here)" if self.document_tower else Path(self.path).name)
         self.batch_size = batch_size
         self._model = None
         self._lock = threading.Lock()  # torch modules are not safe to call from two sessions at once
@@ -46,6 +52,8 @@ class SentenceTransformerEmbedder:
     @property
     def fingerprint(self) -> str:
         """Identity of the model files, not of their path: a fresh clone's venv reuses cached vectors."""
+        if self.document_tower:
+            return str(self.document_tower["fingerprint"])
         h = hashlib.sha256()
         for f in sorted(p for p in Path(self.path).rglob("*") if p.is_file()):
             h.update(f.relative_to(self.path).as_posix().encode())
@@ -64,16 +72,35 @@ class SentenceTransformerEmbedder:
                 raise ModelError(f"cannot load the embedder from {self.path}: {exc}") from exc
 
     def encode(self, texts: Sequence[str], *, progress: ProgressFn | None = None) -> np.ndarray:
+        """Documents (KB records)."""
+        return self._encode(texts, progress, query=False)
+
+    def encode_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Chunks of code: a trained query encoder reads them with its own, tuned, route."""
+        return self._encode(texts, None, query=True)
+
+    def _encode(self, texts: Sequence[str], progress: ProgressFn | None, *, query: bool) -> np.ndarray:
         out = []
         with self._lock:  # also guards the load: a background warm-up and a run may race
             self.load()
             assert self._model is not None
+            fn = self._model.encode_query if query and self.document_tower else self._model.encode
             for start in range(0, len(texts), self.batch_size):
                 batch = list(texts[start : start + self.batch_size])
-                out.append(self._model.encode(batch, batch_size=self.batch_size, normalize_embeddings=True,
-                                              convert_to_numpy=True, show_progress_bar=False))
+                out.append(fn(batch, batch_size=self.batch_size, normalize_embeddings=True,
+                              convert_to_numpy=True, show_progress_bar=False))
                 if progress:
                     progress(min(start + self.batch_size, len(texts)), len(texts))
         if not out:
             return np.zeros((0, 0), dtype=np.float32)
         return np.vstack(out).astype(np.float32)
+
+
+def _document_tower(folder: Path) -> dict | None:
+    """The marker a trained query encoder leaves: documents are encoded by this base model."""
+    marker = folder / "gdpoc_document_tower.json"
+    try:
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and {"base", "fingerprint"} <= set(data) else None

@@ -11,10 +11,10 @@ import os
 import threading
 from pathlib import Path
 
-from pipeline.models import provision
+from pipeline.models import provision, trained
 from pipeline.models.base import Embedder, Reranker
 from pipeline.models.embedder import SentenceTransformerEmbedder
-from pipeline.models.provision import ModelError
+from pipeline.models.learned import LearnedRanker
 from pipeline.models.qwen import QwenGGUF
 from pipeline.models.registry import RERANKER_ENV
 from pipeline.models.reranker import FlagEmbeddingReranker, QwenYesNoReranker
@@ -28,6 +28,7 @@ class ModelHub:
         self._qwens: dict[str, QwenGGUF] = {}
         self._embedders: dict[str, SentenceTransformerEmbedder] = {}
         self._flag: dict[str, FlagEmbeddingReranker] = {}
+        self._learned: dict[str, LearnedRanker] = {}
 
     def qwen(self, key: str, path: str | None = None) -> QwenGGUF:
         """One GGUF object per file, shared by every run and session (it has its own lock)."""
@@ -52,19 +53,27 @@ class ModelHub:
                 self._flag[path] = FlagEmbeddingReranker(path)
             return self._flag[path]
 
+    def learned_ranker(self, folder: Path | str) -> LearnedRanker:
+        key = str(folder)
+        with self._lock:
+            if key not in self._learned:
+                self._learned[key] = LearnedRanker(folder)
+            ranker = self._learned[key]
+        ranker.load()  # a missing or corrupt model is a ModelError now, not in the middle of a run
+        return ranker
+
     def validator(self, s: Settings) -> QwenValidator:
         """The judge ``s`` asks for, loaded; raises ModelError with the fix when the model is missing."""
         model = self.qwen(s.validator_model)
         model.load()
         return QwenValidator(model, s.validator_model, s.margin_threshold)
 
-    def reranker(self, s: Settings) -> Reranker:
-        """F's reranker for ``s`` (call only when ``s.reranker`` is not "none")."""
+    def reranker(self, s: Settings, kb_hash: str) -> Reranker | LearnedRanker:
+        """F's reranker for ``s`` (call only when ``s.reranker`` is not "none"); ModelError names the fix."""
+        if s.reranker == "learned":
+            return self.learned_ranker(s.reranker_model or trained.ranker(kb_hash))
         if s.reranker == "bge":
-            path = s.reranker_model or os.environ.get(RERANKER_ENV)
-            if not path:
-                raise ModelError(f"no bge-reranker folder configured; set {RERANKER_ENV} or the reranker model "
-                                 "setting (no bge weights ship with this project)")
+            path = s.reranker_model or os.environ.get(RERANKER_ENV) or str(trained.cross_encoder(kb_hash))
             return self.flag_reranker(path)
         gguf = s.reranker_model if s.reranker_model and s.reranker_model.endswith(".gguf") else None
         model = self.qwen("qwen-0.5b", gguf)

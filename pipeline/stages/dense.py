@@ -23,7 +23,8 @@ class DenseRetriever:
 
     def run(self, chunk: ChunkInfo) -> EmbeddingResult:
         t0 = time.perf_counter()
-        qvec = self.embedder.encode([chunk.text[:QUERY_CHARS]])[0]
+        encode = getattr(self.embedder, "encode_query", self.embedder.encode)  # a query encoder has its own route
+        qvec = encode([chunk.text[:QUERY_CHARS]])[0]
         hits = [EmbeddingHit(RecordRef.of(self.store.records[i]), rank, sim)
                 for rank, (i, sim) in enumerate(self.vectors.search(qvec, self.k), start=1)]
         model = getattr(self.embedder, "title", self.vectors.model)
@@ -41,5 +42,5 @@ class DenseRetriever:
 def trace_embedding(result: EmbeddingResult) -> EmbeddingTrace:
     """Also used when the leg could not be built at all (no retriever to ask)."""
     rows = [EmbeddingRow.of(h.ref, rank=h.rank, similarity=h.similarity) for h in result.hits]
-    return EmbeddingTrace(status="error" if result.error else "ok", message=result.error, ms=result.ms,
+    return EmbeddingTrace(status="error" if result.error else "ok", message=result.error or result.notice, ms=result.ms,
                           k=result.k, model=result.model, rows=rows)

@@ -1,36 +1,49 @@
-"""Stage 3 (F): rerank the union's top N with a cross-scoring model.
+"""Stage 3 (F): rerank the union with a model.
 
-Candidates beyond N keep their union order below the reranked ones. Each item
-keeps its rank before (union order) and after, and the trace names the
-reranker that actually ran. Without a reranker (turned off, or missing) F keeps
-the union order and its trace says why.
+Two kinds of reranker: a text cross-scorer (bge through FlagEmbedding, Qwen yes/no)
+reads (chunk, record) pairs for the union's top N, and candidates beyond N keep their
+union order below them; the learned ranker scores every candidate from the features the
+trace already has (pipeline/features.py) and says which features moved it. Each item
+keeps its rank before (union order) and after, and the trace names the reranker that
+actually ran. Without a reranker (turned off, or missing) F keeps the union order and
+its trace says why.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
+import numpy as np
+
+from pipeline.features import NAMES, FeatureBuilder
 from pipeline.kb.store import KBStore
 from pipeline.kb.views import embed_text
 from pipeline.models.base import ProgressFn, Reranker
+from pipeline.models.learned import LearnedRanker
 from pipeline.stages.results import RerankedItem, RerankResult, UnionResult
-from pipeline.trace import ChunkInfo, RerankRow, RerankTrace, Status
+from pipeline.trace import ChunkInfo, Contribution, RerankRow, RerankTrace, Status
 
 UNION_ORDER = "none (union order)"
+SHOWN_CONTRIBUTIONS = 6  # per candidate, the largest by size: what the panel's bar chart shows
 
 
 class Rerank:
     name = "rerank"
 
-    def __init__(self, store: KBStore, reranker: Reranker | None, top_n: int = 30) -> None:
+    def __init__(self, store: KBStore, reranker: Reranker | LearnedRanker | None, top_n: int = 30,
+                 features: FeatureBuilder | None = None) -> None:
         if top_n < 1:
             raise ValueError("rerank top N must be at least 1")
-        self.store, self.reranker, self.top_n = store, reranker, top_n
+        self.store, self.reranker, self.top_n, self.features = store, reranker, top_n, features
 
-    def run(self, chunk: ChunkInfo, union: UnionResult, progress: ProgressFn | None = None) -> RerankResult:
+    def run(self, chunk: ChunkInfo, union: UnionResult, progress: ProgressFn | None = None,
+            terms: Sequence[str] = ()) -> RerankResult:
         """Score the top N; ``progress`` may raise ``Cancelled`` between documents."""
         if self.reranker is None:
             return self.union_order(union)
+        if isinstance(self.reranker, LearnedRanker):
+            return self._learned(self.reranker, chunk, union, terms)
         t0 = time.perf_counter()
         head, tail = union.candidates[: self.top_n], union.candidates[self.top_n :]
         docs = [embed_text(self.store.get(c.record_id)) for c in head]
@@ -42,6 +55,23 @@ class Rerank:
         items += [RerankedItem(c, len(head) + n, low - 1.0) for n, c in enumerate(tail, start=1)]
         return RerankResult(items, (time.perf_counter() - t0) * 1000, self.reranker.name, self.top_n, len(head))
 
+    def _learned(self, ranker: LearnedRanker, chunk: ChunkInfo, union: UnionResult,
+                 terms: Sequence[str]) -> RerankResult:
+        """Every candidate scored from its features; the rows keep each feature's contribution."""
+        t0 = time.perf_counter()
+        if self.features is None:
+            raise ValueError("the learned ranker reads features: pass features=FeatureBuilder(store, bm25)")
+        cands = union.candidates
+        x = self.features.matrix(chunk.text, self.features.chunk_facts(chunk.text, terms), cands)
+        scores, contrib = ranker.score(x)
+        order = sorted(range(len(cands)), key=lambda i: (-scores[i], cands[i].union_rank))
+        items = [RerankedItem(cands[i], rank, float(scores[i]), reranker_score=float(scores[i]),
+                              contributions=_top_contributions(x[i], contrib[i]))
+                 for rank, i in enumerate(order, start=1)]
+        bias = float(contrib[0, -1]) if len(cands) else None
+        return RerankResult(items, (time.perf_counter() - t0) * 1000, ranker.name, len(cands), len(cands),
+                            bias=bias)
+
     def union_order(self, union: UnionResult, status: Status = "ok", message: str = "") -> RerankResult:
         """F's ranking without a reranker: the union order, nothing scored."""
         n = len(union.candidates)
@@ -50,7 +80,15 @@ class Rerank:
 
     def trace(self, result: RerankResult) -> RerankTrace:
         rows = [RerankRow.of(it.candidate.ref, rank=it.rank, before=it.before, shift=it.before - it.rank,
-                             provenance=it.candidate.provenance, score=it.score, reranker_score=it.reranker_score)
+                             provenance=it.candidate.provenance, score=it.score, reranker_score=it.reranker_score,
+                             contributions=list(it.contributions))
                 for it in result.items]
         return RerankTrace(status=result.status, message=result.message, ms=result.ms, rows=rows,
-                           reranker=result.reranker, top_n=result.top_n, scored=result.scored)
+                           reranker=result.reranker, top_n=result.top_n, scored=result.scored, bias=result.bias)
+
+
+def _top_contributions(values: np.ndarray, contrib: np.ndarray) -> tuple[Contribution, ...]:
+    order = np.argsort(-np.abs(contrib[: len(NAMES)]), kind="stable")[:SHOWN_CONTRIBUTIONS]
+    return tuple(Contribution(feature=NAMES[j], value=round(float(values[j]), 4),
+                              contribution=round(float(contrib[j]), 4)) for j in order)
+

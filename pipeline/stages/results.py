@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from pipeline.evidence import Evidence
 from pipeline.models.validator import Judgement
-from pipeline.trace import FinalItem, NormStats, Provenance, RecordRef, Status, Verdict
+from pipeline.trace import Contribution, FinalItem, NormStats, Provenance, RecordRef, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class EmbeddingResult:
     k: int
     model: str
     error: str = ""  # the leg could not run (e.g. no embedder): the union uses BM25 alone
+    notice: str = ""  # the leg ran, but not with the model asked for (e.g. the trained one is missing)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class FusionResult:
 @dataclass(frozen=True)
 class RerankedItem(RankedItem):
     reranker_score: float | None = None  # None: beyond the top N, kept in union order
+    contributions: tuple[Contribution, ...] = ()  # the learned ranker only
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class RerankResult:
     scored: int
     status: Status = "ok"  # "skipped": turned off; "error": unavailable; "pending": the model phase follows
     message: str = ""
+    bias: float | None = None  # the learned ranker's base score
 
 
 @dataclass(frozen=True)

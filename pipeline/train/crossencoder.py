@@ -19,7 +19,7 @@ from pathlib import Path
 from pipeline.kb.store import KBStore
 from pipeline.kb.views import embed_text
 from pipeline.train.budget import Budget, BudgetCallback, Progress
-from pipeline.train.data import Query, masked_view
+from pipeline.train.data import DataRecipe, Query, masked_view
 from pipeline.train.recipe import Recipe, write_done
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 class CrossEncoderRecipe(Recipe):
     version: int = 1
+    budget: Budget | None = None  # a capped run (tests, --budget) is its own artifact, never the default
+    data: DataRecipe = DataRecipe()
     seed: int = 13
     max_length: int = 256
     steps: int = 160
@@ -72,7 +74,7 @@ def eval_samples(queries: list[Query], store: KBStore, limit: int) -> list[dict[
 
 
 def train(base: str, out: Path, queries: list[Query], store: KBStore, recipe: CrossEncoderRecipe,
-          budget: Budget | None = None, progress: Progress | None = None) -> dict:
+          progress: Progress | None = None) -> dict:
     """Train into ``out`` (a scratch folder; checkpoints there make a killed run resume)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from datasets import Dataset
@@ -85,7 +87,7 @@ def train(base: str, out: Path, queries: list[Query], store: KBStore, recipe: Cr
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from transformers import set_seed
 
-    budget = budget or Budget()
+    budget = recipe.budget or Budget()
     set_seed(recipe.seed)
     train_q = [q for q in queries if q.split == "train"]
     val_q = [q for q in queries if q.split == "val"]

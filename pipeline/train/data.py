@@ -27,7 +27,6 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from pipeline import atomic, config
-from pipeline.evaluate import DEV_SET, load_set
 from pipeline.evidence import code_facts, strip_comments
 from pipeline.kb.store import KBStore
 from pipeline.kb.views import embed_text
@@ -254,6 +253,8 @@ def twin_page(page: str, pages: set[str]) -> str | None:
 def build_queries(store: KBStore, recipe: DataRecipe, docs_root: Path | None = None,
                   dev_codes: list[str] | None = None) -> tuple[list[Query], dict]:
     """Queries with positives, split and relevance (negatives come from `add_negatives`)."""
+    from pipeline.evaluate import DEV_SET, load_set  # the evaluation imports the engine: not at module load
+
     pages = _page_order(store, docs_root or config.docs_root())
     guard = LeakGuard(dev_codes if dev_codes is not None else [c.code for c in load_set(DEV_SET)], recipe.near_copy)
     resolver = ApiResolver(store)

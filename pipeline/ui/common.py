@@ -74,6 +74,8 @@ def stage_notice(stage: AnyStage | None, *, waiting: str = "") -> bool:
     elif stage.status in ("skipped", "not_run", "pending"):
         st.info(stage.message or "This stage was skipped.")
         return bool(stage.rows)
+    elif stage.message:  # it ran, with a fallback worth knowing (e.g. the trained model is missing)
+        st.warning(stage.message, icon=ICON_WARN)
     if not stage.rows:
         st.info("No candidates." if stage.status == "ok" else "Nothing to show.")
     return bool(stage.rows)

@@ -1,0 +1,57 @@
+"""Where the models trained here are, for a KB, at run time (training itself: pipeline/train)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.models.provision import ModelError
+
+
+def query_encoder(kb_hash: str) -> str:
+    """F's code embedder folder; ModelError (with the fix) when it is not trained or did not beat MiniLM."""
+    from pipeline.train import defaults
+    from pipeline.train.run import query_encoder_path
+
+    path = query_encoder_path(kb_hash)
+    if path is None:
+        why = ("did not beat MiniLM on the validation pages" if defaults.ready("query_encoder", kb_hash)
+               else "is not trained yet (`python -m pipeline models train`)")
+        raise ModelError(f"the code embedder trained from the docs {why}")
+    return path
+
+
+def ranker(kb_hash: str) -> Path:
+    from pipeline.train import defaults
+
+    folder = defaults.ready("ranker", kb_hash)
+    if folder is None:
+        raise ModelError("the learned ranker is not trained yet; train it with `python -m pipeline models train` "
+                         "(make test and make demo do it on the first run)")
+    return folder
+
+
+def cross_encoder(kb_hash: str) -> Path:
+    from pipeline.train import defaults
+
+    folder = defaults.ready("cross_encoder", kb_hash)
+    if folder is None:
+        raise ModelError("no cross-encoder trained here; train it with "
+                         "`python -m pipeline models train --cross-encoder` (or point the setting at a bge folder)")
+    return folder / "model"
+
+
+def status_lines(kb_hash: str) -> list[str]:
+    from pipeline.train import defaults
+
+    out = []
+    for kind in ("data", "query_encoder", "ranker", "cross_encoder"):
+        folder = defaults.ready(kind, kb_hash)
+        if folder is None:
+            out.append(f"{kind:<14} not trained   `python -m pipeline models train`"
+                       + (" --cross-encoder" if kind == "cross_encoder" else ""))
+            continue
+        d = defaults.info(kind, kb_hash)
+        detail = {k: v for k, v in d.items() if k in ("queries", "steps", "val_ndcg@10", "val_ndcg@10_base", "rows",
+                                                       "val")}
+        out.append(f"{kind:<14} ready         {folder}\n{'':<14} {detail}")
+    return out
