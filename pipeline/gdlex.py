@@ -215,8 +215,8 @@ def _tree_tokens(parsed: Parsed) -> list[Token]:
         _query = Query(_language, _QUERY)  # immutable, shared; a cursor per call
     captures = QueryCursor(_query).captures(parsed.root)
     # The capture name is the kind node_kind gives each node; a get_node's quoted part is a string.
-    nodes: list[tuple[TokenKind, Any]] = [*(("comment", n) for n in captures.get("comment", [])),
-                                          *(("string", n) for n in captures.get("string", []))]
+    nodes: list[tuple[TokenKind, Any]] = [("comment", n) for n in captures.get("comment", [])]
+    nodes += [("string", n) for n in captures.get("string", [])]
     nodes += [("string", child) for node in captures.get("get_node", []) for child in node.children
               if node_kind(child) == "string"]
     tokens = []
