@@ -25,6 +25,7 @@ from pipeline.kb.build import build
 from pipeline.kb.views import bm25_terms
 from pipeline.settings import Settings
 from pipeline.stages.query import QueryAnalysis
+from pipeline.trace import ChunkInfo
 
 
 def main(runs: int = 3) -> dict[str, object]:
@@ -57,7 +58,7 @@ def main(runs: int = 3) -> dict[str, object]:
                          "rank_bm25_median_ms": statistics.median(slow),
                          "speedup": statistics.median(slow) / statistics.median(fast), "queries": len(queries),
                          "records": n}
-    out["bm25s"] = bm25s_peer(engine.bm25, corpus, queries)  # type: ignore[arg-type]
+    out["bm25s"] = bm25s_peer(engine.bm25, corpus, queries)
     texts = [c.code for c in chunks]
     enc = [timeit(lambda t=t: emb.encode([t[:2000]]), runs=3).median_ms for t in texts[:10]]
     q = emb.encode([texts[0]])[0]
@@ -73,7 +74,7 @@ def main(runs: int = 3) -> dict[str, object]:
     return out
 
 
-def engine_chunk(engine: Engine, code: str):
+def engine_chunk(engine: Engine, code: str) -> ChunkInfo:
     from pipeline.chunk import prepare_chunk
 
     return prepare_chunk(code)
@@ -143,7 +144,7 @@ def only_bm25s() -> dict[str, object]:
     engine = Engine.open()
     corpus = [bm25_terms(r) for r in engine.store.records]
     queries = [list(dict.fromkeys(QueryAnalysis().run(engine_chunk(engine, c.code)).terms)) for c in load_set()]
-    section = bm25s_peer(engine.bm25, corpus, queries)  # type: ignore[arg-type]
+    section = bm25s_peer(engine.bm25, corpus, queries)
     path = RESULTS / "retrieval.json"
     data = json.loads(path.read_text()) if path.is_file() else {"machine": machine()}
     data["bm25s"] = section

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from pipeline.config import FIXTURES
 from pipeline.engine import Engine
+from pipeline.errors import describe
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent, RecordRef, Trace
 
@@ -47,8 +48,10 @@ def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledC
             continue
         try:
             out.append(LabelledChunk.model_validate(json.loads(line)))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            errors.append(f"{path}:{n}: {str(exc).splitlines()[0]}")
+        except json.JSONDecodeError as exc:
+            errors.append(f"{path}:{n}: invalid JSON: {exc.msg} at column {exc.colno}")
+        except ValidationError as exc:
+            errors.append(f"{path}:{n}: {describe(exc)}")
     if errors:
         raise ValueError("invalid labelled set:\n" + "\n".join(errors))
     if split is not None:

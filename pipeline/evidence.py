@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
 from pipeline.gdlex import Token, code_only, lex, strip_comments
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
@@ -79,12 +80,34 @@ def _dotted_facts(bare: str) -> Iterator[tuple[int, str, int]]:
                 yield 2, p, m.start()  # clamp, normalized
 
 
-def _string_facts(code: str) -> Iterator[tuple[str, int]]:
-    """Short one-line string literals (any quotes or prefix), written ``"body"`` as a record would quote them."""
+def _node_facts(bare: str) -> Iterator[tuple[int, str, int]]:
+    """(1, node name, position) of each node path: `$Player/AnimatedSprite2D` -> `AnimatedSprite2D`."""
+    for m in _NODE.finditer(bare):
+        yield 1, m.group(1).lstrip("$%").split("/")[-1], m.start()
+
+
+def _call_facts(bare: str) -> Iterator[tuple[int, str, int]]:
+    """(2, name, position) of distinctive calls (`clamp`); private helpers (`_ready`) say nothing."""
+    for m in _CALL.finditer(bare):
+        if _distinctive(m.group(1)) and not m.group(1).startswith("_"):
+            yield 2, m.group(1), m.start()
+
+
+def _name_facts(bare: str) -> Iterator[tuple[int, str, int]]:
+    """(tier, name, position) of distinctive compound names: a class (1, `CharacterBody2D`), else 3 (`screen_size`)."""
+    for m in _NAME.finditer(bare):
+        w = m.group(1)
+        if _distinctive(w) and not w.startswith("_") and not w.isupper() and (
+                "_" in w or any(c.isupper() for c in w[1:])):
+            yield 1 if w[:1].isupper() else 3, w, m.start()
+
+
+def _string_facts(code: str) -> Iterator[tuple[int, str, int]]:
+    """(4, ``"body"``, position) of short one-line string literals (any quotes or prefix), as a record quotes them."""
     for tok in lex(code).strings:
         body = tok.body
         if 2 < len(body) <= 40 and not body.isspace() and "\n" not in body:
-            yield f'"{body}"', tok.start
+            yield 4, f'"{body}"', tok.start
 
 
 def code_facts(code: str) -> list[str]:
@@ -95,25 +118,11 @@ def code_facts(code: str) -> list[str]:
     """
     bare = code_only(code)  # names inside strings and comments are not code
     tiers: list[dict[str, int]] = [{}, {}, {}, {}, {}]
-
-    def add(tier: int, fact: str, pos: int) -> None:
+    # A fact keeps the first tier it is found in, in this order of readers.
+    found = chain(_dotted_facts(bare), _node_facts(bare), _call_facts(bare), _name_facts(bare), _string_facts(code))
+    for tier, fact, pos in found:
         if not any(fact in t for t in tiers):
             tiers[tier][fact] = pos
-
-    for tier, fact, pos in _dotted_facts(bare):
-        add(tier, fact, pos)
-    for m in _NODE.finditer(bare):
-        add(1, m.group(1).lstrip("$%").split("/")[-1], m.start())  # AnimatedSprite2D
-    for m in _CALL.finditer(bare):
-        if _distinctive(m.group(1)) and not m.group(1).startswith("_"):
-            add(2, m.group(1), m.start())
-    for m in _NAME.finditer(bare):
-        w = m.group(1)
-        if _distinctive(w) and not w.startswith("_") and not w.isupper() and (
-                "_" in w or any(c.isupper() for c in w[1:])):
-            add(1 if w[:1].isupper() else 3, w, m.start())  # CharacterBody2D / screen_size
-    for fact, pos in _string_facts(code):
-        add(4, fact, pos)
     return [f for t in tiers for f in sorted(t, key=lambda f: t[f])]
 
 
@@ -191,29 +200,14 @@ def fact_term(fact: str) -> str:
 
 def collect(code: str, record: AnyRecord, max_items: int = 8,
             weight: Callable[[str], float] | None = None) -> Evidence:
+    """What ``code`` and ``record`` literally share, what each lacks, and how much of the code it covers.
+
+    ``weight`` is a fact's rarity in the KB (default 1.0): it orders the items and weighs the coverage.
+    """
     facts = code_facts(code)
     fields = _record_fields(record)
     symbols = _symbols_of(record)
-    items: list[EvidenceItem] = []
-    matched: set[str] = set()
-    if isinstance(record, ApiMapping) and record.source_pattern:
-        try:
-            m = re.search(record.source_pattern, strip_comments(code))
-        except re.error:
-            m = None
-        if m and m.group(0).strip():
-            items.append(EvidenceItem(len(items) + 1, m.group(0).strip(), "source_pattern"))
-    for fact in facts:
-        where = next((name for name, text in fields if text and _contains(text, fact)), None)
-        if where is None and _in_symbols(fact, symbols):
-            where = "api_symbols" if isinstance(record, DocsChunk) else "match_terms"
-        if where:
-            matched.add(fact)
-            if not any(i.text == fact for i in items):
-                items.append(EvidenceItem(len(items) + 1, fact, where))
-    # `is_action_pressed` adds nothing once `Input.is_action_pressed` is in; keep the specific one
-    texts = [i.text for i in items]
-    items = [i for i in items if not any(i.text != t and i.text.strip('"') in t for t in texts)]
+    items, matched = _shared(code, facts, record, fields, symbols)
     base = weight or (lambda _f: 1.0)
 
     def w(f: str) -> float:
@@ -227,20 +221,67 @@ def collect(code: str, record: AnyRecord, max_items: int = 8,
     only_code = [f for f in facts if f not in matched and not f.startswith('"')
                  and not any(f != g and f in g for g in facts if g in matched or "." in g)][:8]
     only_rec = [s for s in symbols if "." in s and not _contains(code, s.split(".")[-1])][:6]
-    conflicts = []
-    # Dimension markers come from the record's code and API names only: prose often mentions both.
-    code_fields = {"code_blocks", "api_symbols", "source_api", "match_terms", "prototype_code", "before_code"}
-    rec_text = "\n".join(t for name, t in fields if name in code_fields)
-    stripped = strip_comments(code)
-    if _MARK_2D.search(stripped) and not _MARK_3D.search(stripped) and _MARK_3D.search(rec_text) \
-            and not _MARK_2D.search(rec_text):
-        conflicts.append("the code is 2D but the record is about 3D")
-    if _MARK_3D.search(stripped) and not _MARK_2D.search(stripped) and _MARK_2D.search(rec_text) \
-            and not _MARK_3D.search(rec_text):
-        conflicts.append("the code is 3D but the record is about 2D")
     total = sum(w(f) for f in facts)
     coverage = sum(w(f) for f in facts if f in matched) / total if total else 0.0
-    return Evidence(items, only_code, only_rec, conflicts, round(coverage, 4))
+    return Evidence(items, only_code, only_rec, _conflicts(code, fields), round(coverage, 4))
+
+
+def _pattern_use(code: str, record: AnyRecord) -> str | None:
+    """The use of an API mapping's ``source_pattern`` in the code (comments left out), if any."""
+    if not (isinstance(record, ApiMapping) and record.source_pattern):
+        return None
+    try:
+        m = re.search(record.source_pattern, strip_comments(code))
+    except re.error:
+        return None
+    return m.group(0).strip() if m else None
+
+
+def _field_holding(fact: str, record: AnyRecord, fields: list[tuple[str, str]], symbols: list[str]) -> str | None:
+    """The first record field that holds ``fact`` (its API symbols last, by their spelling), or None."""
+    where = next((name for name, text in fields if text and _contains(text, fact)), None)
+    if where is None and _in_symbols(fact, symbols):
+        where = "api_symbols" if isinstance(record, DocsChunk) else "match_terms"
+    return where
+
+
+def _shared(code: str, facts: list[str], record: AnyRecord, fields: list[tuple[str, str]],
+            symbols: list[str]) -> tuple[list[EvidenceItem], set[str]]:
+    """(evidence items, facts the record holds): the source pattern's use first, then facts in their order."""
+    items: list[EvidenceItem] = []
+    matched: set[str] = set()
+    use = _pattern_use(code, record)
+    if use:
+        items.append(EvidenceItem(len(items) + 1, use, "source_pattern"))
+    for fact in facts:
+        where = _field_holding(fact, record, fields, symbols)
+        if where:
+            matched.add(fact)
+            if not any(i.text == fact for i in items):
+                items.append(EvidenceItem(len(items) + 1, fact, where))
+    # `is_action_pressed` adds nothing once `Input.is_action_pressed` is in; keep the specific one
+    texts = [i.text for i in items]
+    return [i for i in items if not any(i.text != t and i.text.strip('"') in t for t in texts)], matched
+
+
+# Dimension markers come from the record's code and API names only: prose often mentions both.
+_CODE_FIELDS = frozenset({"code_blocks", "api_symbols", "source_api", "match_terms", "prototype_code", "before_code"})
+
+
+def _only(text: str, mark: re.Pattern[str], other: re.Pattern[str]) -> bool:
+    return mark.search(text) is not None and other.search(text) is None
+
+
+def _conflicts(code: str, fields: list[tuple[str, str]]) -> list[str]:
+    """2D code against a 3D record, or the other way round."""
+    rec_text = "\n".join(t for name, t in fields if name in _CODE_FIELDS)
+    stripped = strip_comments(code)
+    conflicts: list[str] = []
+    if _only(stripped, _MARK_2D, _MARK_3D) and _only(rec_text, _MARK_3D, _MARK_2D):
+        conflicts.append("the code is 2D but the record is about 3D")
+    if _only(stripped, _MARK_3D, _MARK_2D) and _only(rec_text, _MARK_2D, _MARK_3D):
+        conflicts.append("the code is 3D but the record is about 2D")
+    return conflicts
 
 
 def verify(text: str, code: str, record: AnyRecord) -> bool:

@@ -35,11 +35,28 @@ _TOKEN = re.compile(rf"(?P<comment>{COMMENT_PATTERN})|(?P<string>{STRING_PATTERN
 _PREFIX = re.compile(r"[&^]?r?")
 
 TokenKind = Literal["comment", "string"]
+LexMode = Literal["auto", "regex"]
+
+
+def _prefix(raw: str) -> str:
+    """The ``&``, ``^``, ``r``, ``&r`` or ``^r`` a string literal starts with (``""`` for none)."""
+    m = _PREFIX.match(raw)
+    assert m is not None  # every part of the pattern is optional: it matches at least the empty string
+    return m.group()
+
+
+def _kind(group: str | None) -> TokenKind:
+    """The token kind a match of ``_TOKEN`` found (its groups are named after the kinds)."""
+    if group == "comment":
+        return "comment"
+    if group == "string":
+        return "string"
+    raise AssertionError(f"_TOKEN matched without a kind group: {group!r}")
 
 
 def string_body(raw: str) -> str:
     """``&"x"``, ``r'x'``, ``\"\"\"x\"\"\"`` -> ``x`` (escapes kept; an unterminated string keeps what it has)."""
-    s = raw[_PREFIX.match(raw).end():]  # type: ignore[union-attr]  # matches the empty string at least
+    s = raw[len(_prefix(raw)):]
     for q in ('"""', "'''", '"', "'"):
         if s.startswith(q):
             s = s[len(q):]
@@ -59,7 +76,7 @@ class Token:
     @property
     def prefix(self) -> str:
         """A string's ``&``, ``^``, ``r`` (or ``&r``/``^r``); ``""`` for a comment or a plain string."""
-        return _PREFIX.match(self.text).group() if self.kind == "string" else ""  # type: ignore[union-attr]
+        return _prefix(self.text) if self.kind == "string" else ""
 
     @property
     def body(self) -> str:
@@ -197,22 +214,24 @@ def _tree_tokens(parsed: Parsed) -> list[Token]:
     if _query is None:
         _query = Query(_language, _QUERY)  # immutable, shared; a cursor per call
     captures = QueryCursor(_query).captures(parsed.root)
-    nodes = [*captures.get("comment", []), *captures.get("string", [])]
-    nodes += [child for node in captures.get("get_node", []) for child in node.children if node_kind(child) == "string"]
+    # The capture name is the kind node_kind gives each node; a get_node's quoted part is a string.
+    nodes: list[tuple[TokenKind, Any]] = [("comment", n) for n in captures.get("comment", [])]
+    nodes += [("string", n) for n in captures.get("string", [])]
+    nodes += [("string", child) for node in captures.get("get_node", []) for child in node.children
+              if node_kind(child) == "string"]
     tokens = []
-    for node in sorted(nodes, key=lambda n: n.start_byte):
+    for kind, node in sorted(nodes, key=lambda kn: kn[1].start_byte):
         start, end = parsed.off(node.start_byte), parsed.off(node.end_byte)
-        tokens.append(Token(node_kind(node), start, end, parsed.text[start:end]))  # type: ignore[arg-type]
+        tokens.append(Token(kind, start, end, parsed.text[start:end]))
     return tokens
 
 
 def _regex_tokens(text: str) -> list[Token]:
-    return [Token(m.lastgroup, m.start(), m.end(), m.group())  # type: ignore[arg-type]
-            for m in _TOKEN.finditer(text)]
+    return [Token(_kind(m.lastgroup), m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
 
 
 @lru_cache(maxsize=256)
-def lex(text: str, parser: Literal["auto", "regex"] = "auto") -> Lexed:
+def lex(text: str, parser: LexMode = "auto") -> Lexed:
     """Comment and string spans of ``text``: tree-sitter when it parses cleanly (``auto``), else regexes."""
     parsed = parse(text) if parser == "auto" else None
     if parsed is not None:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import typer
@@ -274,27 +275,20 @@ def test_a_second_writer_is_refused(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- errors per chunk
 
 
-class _Store:
-    content_hash = "fake-kb"
+def _model_failure(*args: object, **kwargs: object) -> NoReturn:
+    raise RuntimeError("llama_decode returned -3")  # as llama.cpp fails mid-run
 
 
-class _FailingEngine:
-    """Stands in for Engine: fails like a model would, or passes through prepare_chunk's errors."""
-
-    store = _Store()
-
-    def run(self, data: object, settings: Settings) -> object:
-        raise RuntimeError("llama_decode returned -3")
-
-
-def test_a_model_failure_or_bad_chunk_becomes_an_error_line() -> None:
+def test_a_model_failure_or_bad_chunk_becomes_an_error_line(engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real engine, failing like a model would; prepare_chunk's own errors come before it runs.
+    monkeypatch.setattr(engine, "run", _model_failure)
     chunk = split_source("func f():\n\tpass\n", "a.gd")[0]
-    line = process_chunk(_FailingEngine(), chunk, FAST)  # type: ignore[arg-type]
+    line = process_chunk(engine, chunk, FAST)
     assert line.error == "RuntimeError: llama_decode returned -3" and line.ok is False
-    assert line.key == chunk_key(chunk.sha256, FAST, "fake-kb")
+    assert line.key == chunk_key(chunk.sha256, FAST, engine.store.content_hash)
     assert (line.file, line.chunk, line.start_line, line.end_line) == ("a.gd", 0, 1, 2)
     huge = Chunk("b.gd", 0, 1, 1, "func", "g", None, "func g(): print('" + "x" * 70_000 + "')\n")
-    line = process_chunk(_FailingEngine(), huge, FAST)  # type: ignore[arg-type]
+    line = process_chunk(engine, huge, FAST)
     assert line.error_type == InputError.__name__ and "over the 65,536-byte limit" in (line.error or "")
 
 

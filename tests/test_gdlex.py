@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.evidence import code_facts, sanitize_for_model
-from pipeline.gdlex import PARSER_REGEX, PARSER_TREE_SITTER, code_only, lex, strip_comments
+from pipeline.gdlex import PARSER_REGEX, PARSER_TREE_SITTER, LexMode, code_only, lex, strip_comments
 
 TRICKY = """\
 extends Node
@@ -49,8 +49,8 @@ EXPECTED = [
 ]
 
 
-def described(text: str, parser: str = "auto") -> list[tuple[str, str, str, str]]:
-    lexed = lex(text, parser)  # type: ignore[arg-type]
+def described(text: str, parser: LexMode = "auto") -> list[tuple[str, str, str, str]]:
+    lexed = lex(text, parser)
     for t in lexed.tokens:
         assert text[t.start : t.end] == t.text
     return [(t.kind, t.text, t.prefix, t.body) for t in lexed.tokens]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from typing import TypedDict
 
 from pipeline.kb.api_patterns import class_pattern, member_pattern, theme_type
 from pipeline.kb.classref import ClassDoc, Member
@@ -158,7 +159,19 @@ def _mapped_members(cls: ClassDoc) -> Iterator[Member]:
         yield m
 
 
-def _class_mapping(cls: ClassDoc, inverse: dict[tuple[str, str], str]) -> dict[str, object]:
+class _MappingFields(TypedDict):
+    """The fields of an :class:`ApiMapping` that depend on the class or member (not its id or source)."""
+
+    source_api: str
+    source_pattern: str
+    match_terms: list[str]
+    required_when_seen_in_code: list[str]
+    before_code: str | None
+    after_code: str | None
+    description: str
+
+
+def _class_mapping(cls: ClassDoc, inverse: dict[tuple[str, str], str]) -> _MappingFields:
     old = inverse.get((cls.name.lower(), ""))
     lead = first_sentence(cls.brief or cls.description)
     parent = f" Inherits {' < '.join(cls.inherits)}." if cls.inherits else ""
@@ -175,7 +188,7 @@ def _class_mapping(cls: ClassDoc, inverse: dict[tuple[str, str], str]) -> dict[s
 
 def _member_mapping(
     cls: ClassDoc, m: Member, values: list[Member], inverse: dict[tuple[str, str], str]
-) -> dict[str, object]:
+) -> _MappingFields:
     api = f"{cls.name}.{m.name}"
     if m.kind == "theme_property":
         api = f"{cls.name}.theme_override_{theme_type(m)[1]}/{m.name}"
@@ -212,7 +225,7 @@ def _api_records(cls: ClassDoc, renames: Mapping[str, str] | None) -> list[ApiMa
     for m in cls.members:
         if m.enum is not None:
             values.setdefault(m.enum, []).append(m)
-    mappings: list[tuple[str, dict[str, object]]] = []
+    mappings: list[tuple[str, _MappingFields]] = []
     if not cls.name.startswith("@"):
         mappings.append(("class", _class_mapping(cls, inverse)))
     mappings += [(m.kind, _member_mapping(cls, m, values.get(m.name, []), inverse)) for m in _mapped_members(cls)]
@@ -224,7 +237,7 @@ def _api_records(cls: ClassDoc, renames: Mapping[str, str] | None) -> list[ApiMa
         if rid in used:  # e.g. a signal and a method of one class sharing a name
             rid = f"{rid}:{suffix}"
         used.add(rid)
-        records.append(ApiMapping(id=rid, source=cls.source, doc_path=cls.doc_path, **fields))  # type: ignore[arg-type]
+        records.append(ApiMapping(id=rid, source=cls.source, doc_path=cls.doc_path, **fields))
     return records
 
 

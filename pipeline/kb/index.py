@@ -75,35 +75,45 @@ def _model_key(embedder: Embedder) -> str:
 
 def open_vectors(store: KBStore, embedder: Embedder, progress: Progress | None = None,
                  chunk: int = 256) -> VectorIndex:
-    import diskcache
-
     key = _model_key(embedder)
     root = config.cache_dir() / "vectors" / key
     matrix_path = root / f"{store.content_hash[:20]}.npy"
     n = len(store.records)
-    if matrix_path.is_file():
-        try:
-            m = np.load(matrix_path, allow_pickle=False)
-            if m.shape[0] == n and np.isfinite(m).all():
-                return VectorIndex(key, m)
-            log.warning("vector cache %s has the wrong shape; recomputing", matrix_path)
-        except (ValueError, OSError, EOFError) as exc:
-            log.warning("vector cache %s unreadable (%s); recomputing", matrix_path, exc)
+    m = _cached_matrix(matrix_path, n)
+    if m is not None:
+        return VectorIndex(key, m)
+    rows = _embed_rows(root / "texts", [embed_text(r) for r in store.records], embedder, progress, chunk)
+    dim = next((r.shape[0] for r in rows if r is not None), 0)
+    m = np.vstack([r for r in rows if r is not None]) if n else np.zeros((0, dim), np.float32)
+    buf = io.BytesIO()
+    np.save(buf, m, allow_pickle=False)
+    atomic.write_bytes(matrix_path, buf.getvalue())
+    return VectorIndex(key, m)
 
-    texts = [embed_text(r) for r in store.records]
+
+def _cached_matrix(path: Path, n: int) -> np.ndarray | None:
+    """The saved matrix of this KB and model, when it is whole (n finite rows); None means: compute it."""
+    if not path.is_file():
+        return None
+    try:
+        m = np.load(path, allow_pickle=False)
+        if m.shape[0] == n and np.isfinite(m).all():
+            return m
+        log.warning("vector cache %s has the wrong shape; recomputing", path)
+    except (ValueError, OSError, EOFError) as exc:
+        log.warning("vector cache %s unreadable (%s); recomputing", path, exc)
+    return None
+
+
+def _embed_rows(folder: Path, texts: list[str], embedder: Embedder, progress: Progress | None,
+                chunk: int) -> list[np.ndarray | None]:
+    """Each text's vector: from the per-text cache in ``folder``, else computed and cached ``chunk`` at a time."""
+    import diskcache
+
+    n = len(texts)
     hashes = [hashlib.sha1(t.encode("utf-8")).hexdigest() for t in texts]
-    rows: list[np.ndarray | None] = [None] * n
-    with diskcache.Cache(str(root / "texts")) as cache:
-        for i, h in enumerate(hashes):
-            v = cache.get(h)
-            if isinstance(v, bytes) and len(v) % 4 == 0:
-                arr = np.frombuffer(v, dtype=np.float32)
-                if arr.size and np.isfinite(arr).all():
-                    rows[i] = arr
-        sizes = [r.size for r in rows if r is not None]
-        if sizes:  # an entry of the wrong length is damaged: recompute it rather than trust it
-            dim = max(set(sizes), key=sizes.count)
-            rows = [r if r is not None and r.size == dim else None for r in rows]
+    with diskcache.Cache(str(folder)) as cache:
+        rows = _cached_rows(cache.get, hashes)
         todo = [i for i in range(n) if rows[i] is None]
         done = n - len(todo)
         if progress:
@@ -118,9 +128,20 @@ def open_vectors(store: KBStore, embedder: Embedder, progress: Progress | None =
             done += len(idx)
             if progress:
                 progress(done, n)
-    dim = next((r.shape[0] for r in rows if r is not None), 0)
-    m = np.vstack([r for r in rows if r is not None]) if n else np.zeros((0, dim), np.float32)
-    buf = io.BytesIO()
-    np.save(buf, m, allow_pickle=False)
-    atomic.write_bytes(matrix_path, buf.getvalue())
-    return VectorIndex(key, m)
+    return rows
+
+
+def _cached_rows(lookup: Callable[[str], object], hashes: list[str]) -> list[np.ndarray | None]:
+    """The cached vector of each text hash; None where missing, damaged, or of another length than most."""
+    rows: list[np.ndarray | None] = [None] * len(hashes)
+    for i, h in enumerate(hashes):
+        v = lookup(h)
+        if isinstance(v, bytes) and len(v) % 4 == 0:
+            arr = np.frombuffer(v, dtype=np.float32)
+            if arr.size and np.isfinite(arr).all():
+                rows[i] = arr
+    sizes = [r.size for r in rows if r is not None]
+    if sizes:  # an entry of the wrong length is damaged: recompute it rather than trust it
+        dim = max(set(sizes), key=sizes.count)
+        rows = [r if r is not None and r.size == dim else None for r in rows]
+    return rows

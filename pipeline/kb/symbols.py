@@ -71,61 +71,81 @@ def extract_api_symbols(
     given, limits class names to real engine classes.
     """
     text = _clean(code)
+    found = _qualified(text, member_index, classes)
+    node_found, node_classes = _node_members(text, member_index)
+    found |= node_found
+    if member_index is not None:
+        # Classes mentioned anywhere in the snippet, for resolving untyped receivers.
+        mentioned = {w for w in _CAMEL_WORD_RE.findall(text) if _is_class(w, classes)} | node_classes
+        found |= _receiver_calls(text, member_index, mentioned) | _inherited_calls(text, member_index)
+    found |= _type_names(text, classes)
+    return sorted(found)
 
-    def is_class(name: str) -> bool:
-        return classes is None or name in classes
 
-    def owns(cls: str, member: str) -> bool:
-        # Without an index there is nothing to check against.
-        return member_index is None or cls in member_index.get(member, ())
+def _is_class(name: str, classes: Collection[str] | None) -> bool:
+    return classes is None or name in classes
 
+
+def _qualified(text: str, member_index: Mapping[str, Sequence[str]] | None,
+               classes: Collection[str] | None) -> set[str]:
+    """Class.member (statics, singletons, constants, enums)."""
     found: set[str] = set()
-
-    # Class.member (statics, singletons, constants, enums).
     for m in _QUALIFIED_RE.finditer(text):
         cls, member = m.group(1), m.group(2)
-        if member == "new" or not is_class(cls):
+        if member == "new" or not _is_class(cls, classes):
             continue
         # Only a known member owned by other classes contradicts the guess.
         if member_index is not None and member in member_index and cls not in member_index[member]:
             continue
         found.add(f"{cls}.{member}")
+    return found
 
-    # $Path/To/Node.member and get_node("Node").member: the node is named after its class.
+
+def _node_members(text: str, member_index: Mapping[str, Sequence[str]] | None) -> tuple[set[str], set[str]]:
+    """($Path/To/Node.member and get_node("Node").member symbols, the node classes): a node is named after its class."""
+    found: set[str] = set()
     node_classes: set[str] = set()
     for m in _NODE_PATH_RE.finditer(text):
         last = m.group(2).rsplit("/", 1)[-1].lstrip("%")
         if not _CLASS_RE.match(last):
             continue
         node_classes.add(last)
-        if owns(last, m.group(3)):
+        # Without an index there is nothing to check the member against.
+        if member_index is None or last in member_index.get(m.group(3), ()):
             found.add(f"{last}.{m.group(3)}")
+    return found, node_classes
 
-    # Classes mentioned anywhere in the snippet, for resolving untyped receivers.
-    mentioned = {w for w in _CAMEL_WORD_RE.findall(text) if is_class(w)} | node_classes
 
-    if member_index is not None:
-        for m in _LOWER_CALL_RE.finditer(text):
-            member = m.group(2)
-            for cls in member_index.get(member, ()):
-                if cls in mentioned:
-                    found.add(f"{cls}.{member}")
-        # Bare calls inside a script resolve against its "extends" class.
-        base = _EXTENDS_RE.search(text)
-        if base is not None:
-            cls = base.group(1)
-            for m in _BARE_CALL_RE.finditer(text):
-                name = m.group(1)
-                if name not in _KEYWORDS and not _is_definition(text, m.start()) and cls in member_index.get(name, ()):
-                    found.add(f"{cls}.{name}")
+def _receiver_calls(text: str, member_index: Mapping[str, Sequence[str]], mentioned: set[str]) -> set[str]:
+    """``x.member(`` on an untyped receiver: each class defining ``member`` that the snippet mentions."""
+    found: set[str] = set()
+    for m in _LOWER_CALL_RE.finditer(text):
+        member = m.group(2)
+        for cls in member_index.get(member, ()):
+            if cls in mentioned:
+                found.add(f"{cls}.{member}")
+    return found
 
-    # Bare class names used as types.
+
+def _inherited_calls(text: str, member_index: Mapping[str, Sequence[str]]) -> set[str]:
+    """Bare calls inside a script resolve against its "extends" class."""
+    base = _EXTENDS_RE.search(text)
+    if base is None:
+        return set()
+    cls = base.group(1)
+    found: set[str] = set()
+    for m in _BARE_CALL_RE.finditer(text):
+        name = m.group(1)
+        if name not in _KEYWORDS and not _is_definition(text, m.start()) and cls in member_index.get(name, ()):
+            found.add(f"{cls}.{name}")
+    return found
+
+
+def _type_names(text: str, classes: Collection[str] | None) -> set[str]:
+    """Bare class names: every engine class named, or (without the class list) the names used as types."""
     if classes is not None:
-        found.update(w for w in _CAMEL_WORD_RE.findall(text) if w in classes)
-    else:
-        for pattern in _TYPE_USE_RES:
-            found.update(m.group(1) for m in pattern.finditer(text))
-    return sorted(found)
+        return {w for w in _CAMEL_WORD_RE.findall(text) if w in classes}
+    return {m.group(1) for pattern in _TYPE_USE_RES for m in pattern.finditer(text)}
 
 
 def _is_definition(text: str, pos: int) -> bool:
