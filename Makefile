@@ -10,12 +10,16 @@ TIMED := .ci/timed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# `make demo BUDGET=20` (or test): train capped models (20 steps each) and run with those.
+ifdef BUDGET
+export GDPOC_TRAIN_BUDGET := $(BUDGET)
+endif
 # A portable llama.cpp build: this VM's CPU advertises AMX/AVX-512 FP16 that a native
 # build uses and the hypervisor refuses (SIGILL). AVX2+FMA runs on every x86-64 here.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: demo test install models kb index lint bench freeze clean-cache browser
+.PHONY: demo test install models kb index train lint bench freeze clean-cache browser
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +40,12 @@ kb: install
 index: kb
 	$(TIMED) index $(PY) -m pipeline kb index
 
-demo: models index
+# The models learned from the docs (code query encoder, learned ranker): once, cached by KB and recipe,
+# resumable, with progress bars (~15 min on 2 cores the first time; `make train BUDGET=20` caps it).
+train: index
+	$(TIMED) train $(PY) -m pipeline models train
+
+demo: models index train
 	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 
@@ -48,14 +57,14 @@ browser:
 
 # Every cache a test needs is built above, with progress bars, before pytest starts. The fast suite
 # runs first; the model and browser tests (real GGUFs, real chromium) follow.
-test: models index browser
+test: models index train browser
 	$(TIMED) "pytest fast" $(PY) -m pytest -q -m "not model and not browser"
 	$(TIMED) "pytest models" $(PY) -m pytest -q -m "model or browser"
 
 lint: install
 	$(TIMED) lint $(VENV)/bin/ruff check .
 
-bench: models index
+bench: models index train
 	$(PY) -m bench
 
 freeze:

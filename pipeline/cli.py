@@ -6,7 +6,6 @@ never as a traceback.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable
@@ -189,41 +188,6 @@ def run_cmd(
         _print_trace(trace)
 
 
-@app.command("eval")
-def eval_cmd(
-    set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: the dev set)")] = None,
-    alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
-    validate: Annotated[bool, typer.Option("--validate/--no-validate")] = False,
-    kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """nDCG@10, MRR and Recall@50 (page level) for D, F and each leg; accept precision/recall with --validate."""
-    from pipeline.engine import Engine
-    from pipeline.evaluate import DEV_SET, load_set
-    from pipeline.evaluate import evaluate_set as run_eval
-    from pipeline.models.provision import ModelError
-    from pipeline.settings import Settings
-
-    try:
-        chunks = load_set(set_ or DEV_SET)
-        engine = Engine.open(kb)
-        settings = Settings(alternatives=alt.alternatives, run_validator=validate)
-        with tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False) as bar:
-            report = run_eval(engine, chunks, settings, lambda ev: bar.update(ev.done - bar.n))
-    except (FileNotFoundError, ValueError, ModelError) as exc:
-        fail(message(exc))
-    if as_json:
-        typer.echo(json.dumps({"metrics": report.metrics, "accept": report.accept, "per_chunk": report.per_chunk,
-                               "n_ranked_chunks": report.n_ranked}, indent=1, sort_keys=True))
-        return
-    typer.echo(f"{report.n_ranked} chunks with relevance labels, {len(chunks)} in all")
-    typer.echo(f"{'system':<12}" + "".join(f"{m:>12}" for m in ("ndcg@10", "mrr", "recall@50")))
-    for system, vals in report.metrics.items():
-        typer.echo(f"{system:<12}" + "".join(f"{vals[m]:>12.4f}" for m in ("ndcg@10", "mrr", "recall@50")))
-    for system, vals in report.accept.items():
-        typer.echo(f"{system} accept: " + ", ".join(f"{k} {v:.3f}" for k, v in vals.items()))
-
-
 def _register_batch() -> None:
     from pipeline.cli_batch import batch_command
 
@@ -235,10 +199,14 @@ _register_batch()
 
 
 def _register_training() -> None:
+    from pipeline.cli_eval import eval_command
     from pipeline.cli_train import models_train, train_app
 
     app.add_typer(train_app, name="train")
     models_app.command("train")(models_train)
+    app.command("eval", help="Page-level nDCG@10, MRR and Recall@50 of D, F and each leg (the dev set's test half "
+                "by default); accept precision/recall with --validate; every ranker side by side with --variants.")(
+        eval_command)
 
 
 _register_training()

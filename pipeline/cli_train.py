@@ -86,3 +86,23 @@ def models_train(
             bar.close()
     for kind in report.steps:
         typer.echo(report.line(kind))
+
+
+@train_app.command("accept-table")
+def train_accept_table(
+    docs_queries: Annotated[int, typer.Option(help="docs crops to add to the dev set's tune half")] = 30,
+) -> None:
+    """Collect the accept model's training table (Qwen margins; ~30 min cold, resumable) into fixtures/accept/."""
+    from pipeline.engine import Engine
+    from pipeline.train.accept import TABLE, collect_table, write_table
+
+    bars, progress = _bars()
+    try:
+        rows = collect_table(Engine.open(), docs_queries, progress=progress)
+        write_table(rows)
+    except Exception as exc:
+        fail(message(exc))
+    finally:
+        for bar in bars.values():
+            bar.close()
+    typer.echo(f"{len(rows)} rows ({sum(r['label'] for r in rows)} relevant) → {TABLE}")

@@ -31,8 +31,9 @@ from pipeline.models.base import Cancelled, Embedder, Reranker, Validator
 from pipeline.models.hub import ModelHub
 from pipeline.models.learned import LearnedRanker
 from pipeline.models.provision import ModelError
-from pipeline.settings import TRAINED, AltName, Settings
+from pipeline.settings import POLICIES, TRAINED, AltName, Settings
 from pipeline.stages.bm25 import BM25Retriever
+from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.fusion import Fusion
 from pipeline.stages.query import QueryAnalysis
@@ -257,8 +258,18 @@ class Engine:
                 why = f"validator unavailable: {exc}"
         if self.verdicts is None:
             self.verdicts = VerdictCache()
-        stage = Validate(self.store, validator, top_k=s.validator_top_k, policy=s.accept_policy,
-                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight)
+        policy, accept = s.accept_policy, None
+        if policy == "calibrated":
+            try:
+                model = self.hub.accept_model(self.store.content_hash)
+                accept = Calibrated(model, self.features.chunk_facts(prepared.chunk.text, prepared.query.terms))
+            except ModelError as exc:  # the rules still decide; the panel says why
+                policy = "qwen_and_evidence"
+                why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "
+                                                  f"\"{POLICIES[policy].label}\" decided"]))
+        stage = Validate(self.store, validator, top_k=s.validator_top_k, policy=policy,
+                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight,
+                         accept=accept)
 
         def tick(done: int, total: int, what: str) -> None:
             progress(ProgressEvent("validate", done, total, alt.name, what))

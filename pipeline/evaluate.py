@@ -154,3 +154,40 @@ def evaluate_set(engine: Engine, chunks: list[LabelledChunk], settings: Settings
     qrels = {c.id: dict(c.relevant) for c in chunks if c.relevant}
     overall, per_q = _ranx(qrels, runs) if qrels else ({}, {})
     return EvalReport(overall, per_q, accept_metrics(traces, chunks), traces, len(qrels))
+
+
+# --- the variants table (issue 2/4): every ranker measured on the same chunks, in one run ---------------
+def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str, tuple[Settings, str]]:
+    """Settings per row of the table, and which system of their trace the row reads."""
+    from pipeline.settings import TRAINED
+
+    base = Settings(run_validator=False, alternatives=("D", "F"))
+    minilm = base.model_copy(update={"embedder": None, "f_embedder": None, "reranker": "none"})
+    coder = base.model_copy(update={"embedder": TRAINED, "f_embedder": TRAINED, "reranker": "none"})
+    out: dict[str, tuple[Settings, str]] = {
+        "BM25": (minilm, "bm25"),
+        "embedding: MiniLM": (minilm, "embedding"),
+        "embedding: code query encoder": (coder, "embedding"),
+        "D with MiniLM": (minilm, "D"),
+        "D with the code query encoder": (coder, "D"),
+        "F without a reranker (union order)": (coder, "F"),
+        "F + learned ranker": (base, "F"),
+    }
+    if with_cross_encoder:
+        out["F + trained cross-encoder (FlagEmbedding)"] = (base.model_copy(update={"reranker": "bge"}), "F")
+    if with_qwen:
+        out["F + Qwen 0.5B yes/no reranker"] = (base.model_copy(update={"reranker": "qwen"}), "F")
+    return out
+
+
+def evaluate_variants(engine: Engine, chunks: list[LabelledChunk], variants: dict[str, tuple[Settings, str]],
+                      progress: Callable[[ProgressEvent], None] | None = None) -> dict[str, dict[str, float]]:
+    """One metrics row per variant; runs sharing settings are run once."""
+    reports: dict[str, EvalReport] = {}
+    out: dict[str, dict[str, float]] = {}
+    for name, (settings, system) in variants.items():
+        key = settings.cache_key()
+        if key not in reports:
+            reports[key] = evaluate_set(engine, chunks, settings, progress)
+        out[name] = reports[key].metrics.get(system, {})
+    return out

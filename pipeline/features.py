@@ -89,7 +89,7 @@ def _code_of(record: AnyRecord) -> list[str]:
     return [record.source_api]
 
 
-def _agreement(chunk: ChunkFacts, record: AnyRecord) -> float:
+def dimension_agreement(chunk: ChunkFacts, record: AnyRecord) -> float:
     """+1 same dimension, −1 the other one, 0 unknown or mixed."""
     r2, r3 = _record_dimension(record)
     if chunk.is_2d == chunk.is_3d or r2 == r3:
@@ -162,7 +162,7 @@ class FeatureBuilder:
             "dimension_conflict": float(bool(ev.conflicts)),
             "class_used": float(cls in facts.classes) if cls else 0.0,
             "page_class_used": float(page_cls in facts.classes) if page_cls else 0.0,
-            "classes_used": float(len(facts.classes)), "dimension_agrees": _agreement(facts, record),
+            "classes_used": float(len(facts.classes)), "dimension_agrees": dimension_agreement(facts, record),
             "code_blocks": float(len(record.code_blocks)) if isinstance(record, DocsChunk) else 0.0,
             "migration": float("migrating" in (record.doc_path or "") or source.startswith("migrating")),
             "log_length": math.log1p(_text_length(record)),

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 AltName = Literal["D", "F"]
 FusionMethod = Literal["rrf", "minmax", "zscore"]
-AcceptPolicy = Literal["qwen_and_evidence", "qwen_only", "evidence_only"]
+AcceptPolicy = Literal["calibrated", "qwen_and_evidence", "qwen_only", "evidence_only"]
 RerankerBackend = Literal["learned", "bge", "qwen", "none"]
 TRAINED = "trained"  # an embedder setting that means: the code embedder trained here (MiniLM until it is)
 ValidatorModel = Literal["qwen-1.5b", "qwen-0.5b"]
@@ -26,6 +26,11 @@ class Policy:
 
 
 POLICIES: dict[AcceptPolicy, Policy] = {
+    "calibrated": Policy(
+        "calibrated p ≥ threshold (accept model)",
+        "accept when the accept model's calibrated probability p reaches its threshold (chosen on the dev set's "
+        "tune half for precision ≥ 0.9) and a fact is shared; Qwen is asked only where its answer can change "
+        "the decision"),
     "qwen_and_evidence": Policy(
         "Qwen yes + verified evidence",
         "accept when Qwen says yes, at least one evidence item is verified in both texts, "
@@ -69,7 +74,7 @@ class Settings(BaseModel):
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)
-    accept_policy: AcceptPolicy = "qwen_and_evidence"
+    accept_policy: AcceptPolicy = "calibrated"
     margin_threshold: float | None = Field(None, ge=-20.0, le=20.0)  # None = the calibrated default
     timeout_s: float = Field(30.0, ge=1.0, le=600.0)
 

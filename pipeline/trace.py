@@ -163,6 +163,12 @@ class ValidateRow(RecordRef):
     ms: float = 0.0
     message: str = ""
     cached: bool = False
+    # the accept model (policy "calibrated")
+    p: float | None = None  # calibrated probability that the record is direct evidence
+    p_threshold: float | None = None
+    contributions: list[Contribution] = Field(default_factory=list)  # to p's log-odds, largest first
+    asked_qwen: bool | None = None  # False: decided without Qwen (it could not change the decision)
+    note: str = ""  # e.g. "decided without Qwen: p = 0.03"
     # the decision
     in_scope: bool = True  # within the validator's top k
     verdict: Verdict = "not_run"
@@ -265,6 +271,9 @@ class ValidateTrace(StageTrace[ValidateRow]):
     cached: int = 0
     prompt_tokens: int = 0  # evaluated after KV reuse
     reused_tokens: int = 0
+    accept_model: str | None = None  # policy "calibrated": the model that decided
+    p_threshold: float | None = None
+    skipped: int = 0  # candidates decided without Qwen: calls saved
 
     @property
     def judged_rows(self) -> list[ValidateRow]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pipeline.models.base import ProgressFn, Reranker, YesNo
 from pipeline.models.hub import ModelHub
+from pipeline.models.learned import LearnedRanker
 from pipeline.models.validator import QwenValidator
 from pipeline.settings import Settings
 
@@ -78,5 +79,5 @@ class FakeHub(ModelHub):
     def validator(self, s: Settings) -> QwenValidator:
         return QwenValidator(self.lm, s.validator_model, s.margin_threshold)
 
-    def reranker(self, s: Settings) -> Reranker:
-        return OverlapReranker() if s.reranker == "qwen" else super().reranker(s)
+    def reranker(self, s: Settings, kb_hash: str) -> Reranker | LearnedRanker:
+        return OverlapReranker() if s.reranker == "qwen" else super().reranker(s, kb_hash)

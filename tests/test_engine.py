@@ -181,9 +181,9 @@ def test_f_with_an_unavailable_reranker_keeps_the_union_order_with_a_notice(smal
 
 # --- settings ---------------------------------------------------------------------------------------
 def test_cost_estimates_follow_the_settings() -> None:
-    s = Settings(validator_top_k=8, rerank_top_n=30)
-    assert s.judge_seconds() == 24.0 and s.rerank_seconds() == 30.0
-    assert s.estimate_seconds(2) == 2 * (1.0 + 30.0 + 24.0 * 2)
+    s = Settings(validator_top_k=8, rerank_top_n=30, reranker="qwen")
+    assert s.judge_seconds() == 24.0 and s.rerank_seconds() == 30 * 1.9
+    assert s.estimate_seconds(2) == 2 * (1.0 + 30 * 1.9 + 24.0 * 2)
     quick = s.model_copy(update={"reranker": "none", "run_validator": False})
     assert quick.estimate_seconds(2) == 2.0 and not quick.needs_models
     assert Settings(accept_policy="evidence_only").judge_seconds() == 0.0

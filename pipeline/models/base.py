@@ -93,7 +93,14 @@ class Validator(Protocol):
         ...
 
     def judge(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0,
-              cancelled: Callable[[], bool] | None = None) -> Judgement: ...
+              cancelled: Callable[[], bool] | None = None, evidence: bool | None = None) -> Judgement:
+        """The yes/no margin; the evidence list when ``evidence`` (None: when the verdict is "yes")."""
+        ...
+
+    def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0
+                     ) -> list[dict[str, object]]:
+        """Only the evidence list (numbers of shared facts or short strings, each checked literally)."""
+        ...
 
     def verdict_for(self, margin: float, ev: Evidence) -> tuple[Verdict, float]:
         """Re-decide a (cached) margin under this validator's threshold: (verdict, judge score)."""

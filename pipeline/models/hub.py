@@ -11,6 +11,7 @@ import os
 import threading
 from pathlib import Path
 
+from pipeline.accept import AcceptModel
 from pipeline.models import provision, trained
 from pipeline.models.base import Embedder, Reranker
 from pipeline.models.embedder import SentenceTransformerEmbedder
@@ -29,6 +30,7 @@ class ModelHub:
         self._embedders: dict[str, SentenceTransformerEmbedder] = {}
         self._flag: dict[str, FlagEmbeddingReranker] = {}
         self._learned: dict[str, LearnedRanker] = {}
+        self._accept: dict[str, AcceptModel] = {}
 
     def qwen(self, key: str, path: str | None = None) -> QwenGGUF:
         """One GGUF object per file, shared by every run and session (it has its own lock)."""
@@ -61,6 +63,14 @@ class ModelHub:
             ranker = self._learned[key]
         ranker.load()  # a missing or corrupt model is a ModelError now, not in the middle of a run
         return ranker
+
+    def accept_model(self, kb_hash: str) -> AcceptModel:
+        """The calibrated accept model trained for this KB; ModelError (with the fix) when missing or corrupt."""
+        folder = trained.accept(kb_hash)
+        with self._lock:
+            if str(folder) not in self._accept:
+                self._accept[str(folder)] = AcceptModel.load(folder)
+            return self._accept[str(folder)]
 
     def validator(self, s: Settings) -> QwenValidator:
         """The judge ``s`` asks for, loaded; raises ModelError with the fix when the model is missing."""

@@ -40,11 +40,20 @@ def cross_encoder(kb_hash: str) -> Path:
     return folder / "model"
 
 
+def accept(kb_hash: str) -> Path:
+    from pipeline.train import defaults
+
+    folder = defaults.ready("accept", kb_hash)
+    if folder is None:
+        raise ModelError("the accept model is not trained yet; train it with `python -m pipeline models train`")
+    return folder
+
+
 def status_lines(kb_hash: str) -> list[str]:
     from pipeline.train import defaults
 
     out = []
-    for kind in ("data", "query_encoder", "ranker", "cross_encoder"):
+    for kind in ("data", "query_encoder", "ranker", "cross_encoder", "accept"):
         folder = defaults.ready(kind, kb_hash)
         if folder is None:
             out.append(f"{kind:<14} not trained   `python -m pipeline models train`"
@@ -52,6 +61,6 @@ def status_lines(kb_hash: str) -> list[str]:
             continue
         d = defaults.info(kind, kb_hash)
         detail = {k: v for k, v in d.items() if k in ("queries", "steps", "val_ndcg@10", "val_ndcg@10_base", "rows",
-                                                       "val")}
+                                                       "val", "threshold", "ask_above", "asked_share")}
         out.append(f"{kind:<14} ready         {folder}\n{'':<14} {detail}")
     return out

@@ -140,7 +140,8 @@ class QwenValidator:
         return ("yes" if score >= self.threshold else "no"), score
 
     def judge(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0,
-              cancelled: Callable[[], bool] | None = None) -> Judgement:
+              cancelled: Callable[[], bool] | None = None, evidence: bool | None = None) -> Judgement:
+        """Qwen's yes/no margin, and its evidence list (``evidence``: True/False forces it; None: when "yes")."""
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout_s
         tokens = self.model.tokenize(_head(code) + record_prompt(record, ev))
@@ -154,13 +155,9 @@ class QwenValidator:
         verdict, score = self.verdict_for(yn.margin, ev)
         raw = '{"verdict": "' + verdict + '", "evidence": ['
         items: list[dict[str, object]] = []
-        if verdict == "yes" and ev.items and self.generate_evidence:
-            tail = self.model.tokenize(verdict + '", "evidence": [')
-            try:
-                gen = self.model.complete(tokens + tail, EVIDENCE_GRAMMAR, max_tokens=32, deadline=deadline)
-            except Exception as exc:
-                gen = ""
-                raw += f"<generation failed: {exc}>"
+        wanted = (verdict == "yes" and self.generate_evidence) if evidence is None else evidence
+        if wanted and ev.items:
+            gen = self._generate(tokens, verdict, deadline)
             raw += gen
             items = self._parse_items(gen, code, record, ev)
         else:
@@ -172,6 +169,23 @@ class QwenValidator:
         except json.JSONDecodeError:
             j.message = "the evidence list could not be parsed; the verdict stands, the raw text is kept"
         return j
+
+    def _generate(self, tokens: list[int], verdict: str, deadline: float) -> str:
+        """The evidence numbers, under the grammar, after the forced verdict."""
+        tail = self.model.tokenize(verdict + '", "evidence": [')
+        try:
+            return self.model.complete(tokens + tail, EVIDENCE_GRAMMAR, max_tokens=32, deadline=deadline)
+        except Exception as exc:
+            return f"<generation failed: {exc}>"
+
+    def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0
+                     ) -> list[dict[str, object]]:
+        """Only the evidence list, for a record accepted on a verdict that did not ask for it."""
+        if not ev.items:
+            return []
+        tokens = self.model.tokenize(_head(code) + record_prompt(record, ev))
+        gen = self._generate(tokens, "yes", time.monotonic() + timeout_s)
+        return self._parse_items(gen, code, record, ev)
 
     @staticmethod
     def _parse_items(gen: str, code: str, record: AnyRecord, ev: Evidence) -> list[dict[str, object]]:

@@ -140,6 +140,11 @@ class Check:
     judgement: Judgement | None = None
     cached: bool = False
     disagreement: str | None = None
+    p: float | None = None  # the accept model's probability (policy "calibrated")
+    p_threshold: float | None = None
+    contributions: tuple[Contribution, ...] = ()
+    asked_qwen: bool | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,3 +156,5 @@ class ValidateResult:
     cached: int = 0
     prompt_tokens: int = 0
     reused_tokens: int = 0
+    accept_model: str | None = None  # policy "calibrated": the model that decided, or None if it was missing
+    skipped: int = 0  # candidates decided without Qwen

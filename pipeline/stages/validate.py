@@ -23,6 +23,7 @@ from pipeline.models.base import Validator
 from pipeline.models.validator import Judgement
 from pipeline.records import AnyRecord, record_line
 from pipeline.settings import POLICIES, AcceptPolicy
+from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.results import Check, ValidateResult
 from pipeline.trace import ChunkInfo, EvidenceRow, FactRow, FinalItem, ValidateRow, ValidateTrace
 
@@ -91,7 +92,7 @@ def disagreement(j: Judgement, ev: Evidence) -> str | None:
 
 
 @dataclass
-class _Stats:
+class Stats:
     judged: int = 0
     cached: int = 0
     prompt_tokens: int = 0
@@ -104,17 +105,21 @@ class Validate:
     def __init__(self, store: KBStore, validator: Validator | None, *, top_k: int = 8,
                  policy: AcceptPolicy = "qwen_and_evidence", timeout_s: float = 30.0,
                  cache: VerdictCache | None = None, unavailable: str = "",
-                 weight: Callable[[str], float] | None = None) -> None:
+                 weight: Callable[[str], float] | None = None, accept: Calibrated | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown accept policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        if policy == "calibrated" and accept is None:
+            raise ValueError("the calibrated policy needs its accept model (the engine falls back to the rules)")
         self.store, self.validator, self.top_k, self.policy = store, validator, top_k, policy
         self.timeout_s, self.cache, self.unavailable = timeout_s, cache, unavailable
-        self.weight = weight
+        self.weight, self.accept = weight, accept
 
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
             cancelled: Callable[[], bool] | None = None) -> ValidateResult:
+        if self.policy == "calibrated" and self.accept is not None:
+            return self.accept.run(self, chunk, final, progress, cancelled)
         t0 = time.perf_counter()
-        stats = _Stats()
+        stats = Stats()
         todo = min(self.top_k, len(final))
         checks = []
         for n, item in enumerate(final):
@@ -128,12 +133,12 @@ class Validate:
             checks.append(self.check(chunk, item, record, ev, stats, cancelled))
         if progress and todo:
             progress(todo, todo, "")
-        out = [c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": _shown(c)})
+        out = [c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": shown(c)})
                for c in checks]
         return ValidateResult(checks, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
                               stats.prompt_tokens, stats.reused_tokens)
 
-    def check(self, chunk: ChunkInfo, item: FinalItem, record: AnyRecord, ev: Evidence, stats: _Stats,
+    def check(self, chunk: ChunkInfo, item: FinalItem, record: AnyRecord, ev: Evidence, stats: Stats,
               cancelled: Callable[[], bool] | None = None) -> Check:
         """One candidate in scope: the policy decides whether (and how) the judge is asked."""
         if self.policy == "evidence_only":
@@ -156,7 +161,12 @@ class Validate:
         """
         return None
 
-    def _judge(self, validator: Validator, chunk: ChunkInfo, record: AnyRecord, ev: Evidence, stats: _Stats,
+    def judge_cached(self, validator: Validator, code: str, record: AnyRecord, ev: Evidence, stats: Stats,
+                     cancelled: Callable[[], bool] | None) -> tuple[Judgement, bool]:
+        return self._judge(validator, ChunkInfo(text=code, sha256="", n_bytes=0, n_lines=0, language="gdscript"),
+                           record, ev, stats, cancelled)
+
+    def _judge(self, validator: Validator, chunk: ChunkInfo, record: AnyRecord, ev: Evidence, stats: Stats,
                cancelled: Callable[[], bool] | None) -> tuple[Judgement, bool]:
         key = VerdictCache.key(validator, chunk.text, record_line(record)) if self.cache else ""
         j = self.cache.get(key) if self.cache else None
@@ -181,15 +191,17 @@ class Validate:
         ok = self.validator is not None or self.policy == "evidence_only" or self.top_k == 0
         v = self.validator
         return ValidateTrace(
-            status="ok" if ok else "error", message="" if ok else self.unavailable, ms=result.ms,
+            status="ok" if ok else "error", message=self.unavailable, ms=result.ms,
             rows=[_row(c) for c in result.checks], top_k=self.top_k, policy=self.policy,
             policy_text=POLICIES[self.policy].description, model=v.name if v else None,
             threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
             timeout_s=self.timeout_s, judged=result.judged, cached=result.cached,
-            prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens)
+            prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens,
+            accept_model=result.accept_model, skipped=result.skipped,
+            p_threshold=self.accept.model.threshold if self.accept else None)
 
 
-def _shown(c: Check) -> list[str]:
+def shown(c: Check) -> list[str]:
     """The evidence a final item carries: the judge's verified items, else the shared facts if accepted."""
     verified = [str(e["text"]) for e in (c.judgement.evidence if c.judgement else []) if e.get("verified")]
     return verified or (c.evidence.texts[:6] if c.accepted else [])
@@ -207,4 +219,5 @@ def _row(c: Check) -> ValidateRow:
         c.item, rank=c.item.rank, facts=[FactRow(n=i.n, text=i.text, field=i.field) for i in ev.items],
         only_in_code=ev.only_in_code, only_in_record=ev.only_in_record, conflicts=ev.conflicts,
         coverage=ev.coverage, cached=c.cached, in_scope=c.in_scope, verdict=c.verdict, accepted=c.accepted,
-        disagreement=c.disagreement, **judged)
+        disagreement=c.disagreement, p=c.p, p_threshold=c.p_threshold, contributions=list(c.contributions),
+        asked_qwen=c.asked_qwen, note=c.note, **judged)

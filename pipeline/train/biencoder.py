@@ -103,6 +103,8 @@ def train(base: str, base_fingerprint: str, out: Path, queries: list[Query], sto
     random.Random(recipe.seed).shuffle(val_q)
     data = Dataset.from_dict(triples(train_q, store, recipe)).shuffle(seed=recipe.seed)
     model = asymmetric(base, recipe.query_max_length)
+    if budget.limited:  # a capped run (tests): a small validation set keeps the evaluator to seconds
+        val_q = val_q[:20]
     evaluator = _ir_evaluator(val_q, store, recipe)
     steps = budget.cap(recipe.steps)
     ckpt = out / "checkpoints"

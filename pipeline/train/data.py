@@ -39,7 +39,7 @@ Progress = Callable[[str, int, int], None]
 
 
 class DataRecipe(Recipe):
-    version: int = 1
+    version: int = 2
     seed: int = 13
     crops_per_block: tuple[int, int] = (3, 4)
     crop_lines: tuple[int, int] = (5, 30)
@@ -63,6 +63,7 @@ class Query(BaseModel):
     api_records: list[str] = Field(default_factory=list)  # class-reference records of the APIs it calls
     relevant_pages: dict[str, int]  # page -> grade (own page 3, API class pages 1)
     negatives: list[str] = Field(default_factory=list)
+    twin: bool = False  # the first negative is the other dimension's (2D/3D twin) best record
     augment: list[str] = Field(default_factory=list)
 
 
@@ -240,14 +241,21 @@ def masked_view(record: AnyRecord, query: str, rng: random.Random) -> str:
     return embed_text(record.model_copy(update={"code_blocks": keep}))
 
 
-def twin_page(page: str, pages: set[str]) -> str | None:
-    """first_2d_game ↔ first_3d_game, class_raycast2d ↔ class_raycast3d, …_2d ↔ …_3d."""
-    for a, b in (("2d", "3d"), ("3d", "2d")):
-        if a in page.lower():
-            cand = re.sub(a, b, page, flags=re.I) if a in page else page.replace(a.upper(), b.upper())
-            if cand != page and cand in pages:
-                return cand
-    return None
+def _swap_dimension(text: str) -> str:
+    return re.sub(r"([23])([dD])", lambda m: ("3" if m.group(1) == "2" else "2") + m.group(2), text)
+
+
+def twin_pages(page: str, pages: set[str]) -> list[str]:
+    """The other dimension's pages: class_raycast2d ↔ class_raycast3d, navigation_introduction_2d ↔ _3d,
+    and for a tutorial series every page of the other series (first_2d_game ↔ first_3d_game)."""
+    if not re.search(r"[23][dD]", page):
+        return []
+    swapped = _swap_dimension(page)
+    if swapped != page and swapped in pages:
+        return [swapped]
+    folder = page.rsplit("/", 1)[0]
+    other = _swap_dimension(folder)
+    return sorted(p for p in pages if other != folder and p.rsplit("/", 1)[0] == other)
 
 
 def build_queries(store: KBStore, recipe: DataRecipe, docs_root: Path | None = None,
@@ -305,12 +313,12 @@ def add_negatives(queries: list[Query], store: KBStore, recipe: DataRecipe, bm25
                     if lo <= n <= hi and doc_path[i] not in q.relevant_pages]
             rng = random.Random(f"{recipe.seed}:neg:{q.qid}")
             negs = rng.sample(pool, min(recipe.n_negatives, len(pool)))
-            twin = twin_page(q.page, all_pages)
-            if twin and twin not in q.relevant_pages:
-                idx = by_page[twin]
+            twins = [p for p in twin_pages(q.page, all_pages) if p not in q.relevant_pages]
+            if twins:  # the other dimension's best-matching record, always first
+                idx = [i for p in twins for i in by_page[p]]
                 best_twin = store.records[idx[int(np.argmax(scores[idx]))]].id
-                if best_twin not in negs:
-                    negs.insert(0, best_twin)
+                negs = [best_twin, *(n for n in negs if n != best_twin)]
+                q.twin = True
             q.negatives = negs
         if progress:
             progress("hard negatives", min(start + batch, len(queries)), len(queries))
@@ -328,8 +336,7 @@ def stats(queries: list[Query], extra: dict) -> dict:
         "with_api_records": sum(1 for q in queries if q.api_records),
         "mean_relevant_pages": round(float(np.mean([len(q.relevant_pages) for q in queries])), 2) if queries else 0,
         "mean_negatives": round(float(np.mean([len(q.negatives) for q in queries])), 2) if queries else 0,
-        "with_twin_negative": sum(1 for q in queries if twin_page(q.page, {q.page.replace("2d", "3d"),
-                                                                           q.page.replace("3d", "2d")})),
+        "with_twin_negative": sum(1 for q in queries if q.negatives and q.twin),
     }
 
 

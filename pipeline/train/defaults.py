@@ -9,10 +9,12 @@ stand in for the full ones.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.train.accept import TABLE, AcceptRecipe
 from pipeline.train.biencoder import BiEncoderRecipe
 from pipeline.train.budget import Budget
 from pipeline.train.crossencoder import CrossEncoderRecipe
@@ -29,6 +31,7 @@ class Recipes:
     query_encoder: BiEncoderRecipe
     ranker: RankerRecipe
     cross_encoder: CrossEncoderRecipe
+    accept: AcceptRecipe
 
     def of(self, kind: str) -> Recipe:
         return getattr(self, kind)
@@ -39,7 +42,15 @@ class Recipes:
         data = DataRecipe()
         encoder = BiEncoderRecipe(data=data, budget=cap)
         return cls(data, encoder, RankerRecipe(data=data, query_encoder=encoder, budget=cap),
-                   CrossEncoderRecipe(data=data, budget=cap))
+                   CrossEncoderRecipe(data=data, budget=cap), AcceptRecipe(table_digest=table_digest()))
+
+
+def table_digest() -> str:
+    """The accept table's content: a new table (new Qwen margins, new rows) is a new accept model."""
+    try:
+        return hashlib.sha256(TABLE.read_bytes()).hexdigest()
+    except OSError:
+        return "no table"
 
 
 def env_budget() -> Budget:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 import numpy as np
@@ -59,16 +59,23 @@ def _masked_bm25(result: BM25Result, hide: set[str], k: int) -> BM25Result:
     return dataclasses.replace(result, hits=[dataclasses.replace(h, rank=n) for n, h in enumerate(hits, start=1)], k=k)
 
 
-def union_for(text: str, store: KBStore, bm25: BM25Index, vectors: VectorIndex, qvec: np.ndarray,
-              bm25_k: int, dense_k: int, hide: set[str] = frozenset()) -> tuple[list[UnionCandidate], list[str]]:
-    """F's union for ``text`` as the engine builds it, with the ``hide`` records left out of both legs."""
-    chunk = prepare_chunk(text)
-    query = QueryAnalysis().run(chunk)
+def masked_legs(text: str, store: KBStore, bm25: BM25Index, vectors: VectorIndex, qvec: np.ndarray,
+                bm25_k: int, dense_k: int, hide: Set[str] = frozenset()
+                ) -> tuple[BM25Result, EmbeddingResult, list[str]]:
+    """Both legs for ``text`` as the engine runs them, with the ``hide`` records left out."""
+    query = QueryAnalysis().run(prepare_chunk(text))
     b = _masked_bm25(BM25Retriever(store, bm25, bm25_k + len(hide)).run(query), hide, bm25_k)
     found = [(i, s) for i, s in vectors.search(qvec, dense_k + len(hide)) if store.records[i].id not in hide]
     e = EmbeddingResult([EmbeddingHit(RecordRef.of(store.records[i]), n, s) for n, (i, s) in
                          enumerate(found[:dense_k], start=1)], 0.0, dense_k, "")
-    return Union().run(b, e).candidates, query.terms
+    return b, e, query.terms
+
+
+def union_for(text: str, store: KBStore, bm25: BM25Index, vectors: VectorIndex, qvec: np.ndarray,
+              bm25_k: int, dense_k: int, hide: Set[str] = frozenset()) -> tuple[list[UnionCandidate], list[str]]:
+    """F's union for ``text``, with the ``hide`` records left out of both legs."""
+    b, e, terms = masked_legs(text, store, bm25, vectors, qvec, bm25_k, dense_k, hide)
+    return Union().run(b, e).candidates, terms
 
 
 def training_set(queries: Sequence[Query], store: KBStore, bm25: BM25Index, vectors: VectorIndex,

@@ -18,6 +18,7 @@ from pipeline.bm25_index import BM25Index
 from pipeline.kb import index as kb_index
 from pipeline.kb.store import KBStore
 from pipeline.models.embedder import SentenceTransformerEmbedder
+from pipeline.train import accept as accept_table
 from pipeline.train import biencoder, crossencoder, defaults, ltr
 from pipeline.train.budget import Budget, Progress
 from pipeline.train.data import ensure_data, load_queries
@@ -79,6 +80,11 @@ def train_all(store: KBStore, bm25: BM25Index, *, budget: Budget | None = None, 
     f_embedder = SentenceTransformerEmbedder(encoder_path) if encoder_path else base
     _step("ranker", kb, budget, report, say, lambda out: ltr.train(
         out, queries, store, bm25, vectors, f_embedder, r.ranker, progress))
+    if accept_table.TABLE.is_file():
+        _step("accept", kb, budget, report, say, lambda out: accept_table.train(out, r.accept))
+    else:
+        say(f"no accept table at {accept_table.TABLE}: the validator keeps its rule-based policy "
+            "(`python -m pipeline train accept-table` collects one)")
     if cross_encoder:
         _step("cross_encoder", kb, budget, report, say, lambda out: crossencoder.train(
             encoder_path or base.path, out, queries, store, r.cross_encoder, progress))

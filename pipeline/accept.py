@@ -1,0 +1,112 @@
+"""The accept model: a calibrated probability that a judged record is direct evidence for the chunk.
+
+Two logistic models share one feature set: ``p0`` reads only what costs nothing (the
+deterministic evidence, the record's kind, its dimension, its rank), ``p1`` adds Qwen's
+yes/no margin and its PMI correction (the margin the record gets for an empty chunk taken
+away: a record Qwen likes whatever the code says is no evidence). Each is Platt-scaled on
+out-of-fold scores, so p is a probability, and linear in log-odds, so each feature's
+contribution to p is exact: weight × standardised value.
+
+Qwen is asked only where it can change the decision: when ``p0`` lies in the band where,
+on the training data, adding Qwen's features moved some candidate across the threshold.
+Below it the record is rejected without Qwen ("decided without Qwen: p = 0.03").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.evidence import Evidence
+from pipeline.features import ChunkFacts, dimension_agreement
+from pipeline.models.provision import ModelError
+from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
+
+ACCEPT_VERSION = 1
+FREE: dict[str, str] = {  # name -> what it says, for the validator panel
+    "coverage": "rarity-weighted share of the code's facts in the record",
+    "facts": "facts found in both texts", "api_facts": "API calls or patterns found in both",
+    "rarest_fact": "rarity (IDF) of the rarest shared fact", "only_in_code": "facts only in the code",
+    "only_in_record": "API symbols only in the record", "kind_tutorial": "a tutorial section",
+    "kind_class": "a class-reference section", "kind_api": "an API mapping", "kind_label": "a label prototype",
+    "dimension_conflict": "2D code vs 3D record (or back)", "dimension_agrees": "same dimension as the code",
+    "class_used": "the record's class is used by the code", "rank": "rank in the ranking",
+    "rank_score": "ranking score, scaled to the judged list",
+}
+LLM: dict[str, str] = {"margin": "Qwen's yes − no margin",
+                       "pmi_margin": "Qwen's margin minus its margin for an empty chunk"}
+
+
+def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int, rank_score: float,
+                  rarity: float) -> dict[str, float]:
+    """What costs nothing: evidence, kind, dimension and rank (``rarity``: IDF of the rarest shared fact)."""
+    source = record.source
+    is_class_doc = isinstance(record, DocsChunk) and source.startswith("class/")
+    cls = source.removeprefix("class/") if source.startswith("class/") else None
+    api = sum(1 for it in ev.items if it.field == "source_pattern" or ("." in it.text and it.text[:1].isupper()))
+    return {
+        "coverage": ev.coverage, "facts": float(len(ev.items)), "api_facts": float(api), "rarest_fact": rarity,
+        "only_in_code": float(len(ev.only_in_code)), "only_in_record": float(len(ev.only_in_record)),
+        "kind_tutorial": float(isinstance(record, DocsChunk) and not is_class_doc),
+        "kind_class": float(is_class_doc), "kind_api": float(isinstance(record, ApiMapping)),
+        "kind_label": float(isinstance(record, LabelPrototype)),
+        "dimension_conflict": float(bool(ev.conflicts)), "dimension_agrees": dimension_agreement(chunk, record),
+        "class_used": float(cls in chunk.classes) if cls else 0.0, "rank": float(rank), "rank_score": rank_score,
+    }
+
+
+@dataclass(frozen=True)
+class Linear:
+    """sigmoid(a · (b + Σ w·(x − μ)/σ) + c): a logistic model, Platt-scaled."""
+
+    names: list[str]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    intercept: float
+    platt: tuple[float, float]
+
+    def contributions(self, x: dict[str, float]) -> dict[str, float]:
+        a = self.platt[0]
+        return {n: a * w * (x[n] - m) / s for n, m, s, w in zip(self.names, self.mean, self.scale, self.weights,
+                                                                strict=True)}
+
+    def base(self) -> float:
+        return self.platt[0] * self.intercept + self.platt[1]
+
+    def p(self, x: dict[str, float]) -> tuple[float, dict[str, float]]:
+        parts = self.contributions(x)
+        z = self.base() + sum(parts.values())
+        return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0))), parts
+
+
+@dataclass(frozen=True)
+class AcceptModel:
+    free: Linear  # p0: no LLM feature
+    full: Linear  # p1: with Qwen's margins
+    threshold: float  # accept when p1 ≥ threshold (chosen on the dev tune half for precision ≥ 0.9)
+    ask_above: float  # ask Qwen only when p0 ≥ this; below, no Qwen answer moved a training candidate across
+    name: str = "accept model"
+
+    @classmethod
+    def load(cls, folder: Path) -> AcceptModel:
+        try:
+            d = json.loads((folder / "accept.json").read_text())
+            if d.get("version") != ACCEPT_VERSION:
+                raise ValueError(f"version {d.get('version')} (this code reads {ACCEPT_VERSION})")
+            lin = {k: Linear(**{**d[k], "platt": tuple(d[k]["platt"])}) for k in ("free", "full")}
+            return cls(lin["free"], lin["full"], float(d["threshold"]), float(d["ask_above"]),
+                       f"accept model ({folder.name})")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"no usable accept model in {folder} ({exc}); train it with "
+                             "`python -m pipeline models train`") from exc
+
+    def to_json(self) -> str:
+        def lin(m: Linear) -> dict:
+            return {"names": m.names, "mean": m.mean, "scale": m.scale, "weights": m.weights,
+                    "intercept": m.intercept, "platt": list(m.platt)}
+
+        return json.dumps({"version": ACCEPT_VERSION, "free": lin(self.free), "full": lin(self.full),
+                           "threshold": self.threshold, "ask_above": self.ask_above}, indent=1)

@@ -1,0 +1,129 @@
+"""The validate stage under policy "calibrated": the accept model decides, Qwen only where it can change that.
+
+For every candidate in scope: the free features give p0. Below the model's band Qwen
+cannot change the decision (on the training data no Qwen answer moved such a candidate
+across the threshold): the record is rejected without Qwen, and the row says so. Above
+it Qwen is asked, once per (chunk, record) and once per record for an empty chunk (both
+cached), the full model gives p, and the record is accepted when p reaches the threshold
+and a fact is shared — with Qwen's evidence list, checked literally, for every accept.
+Candidates are judged in phases so that Qwen's prompt prefix is reused back to back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipeline.accept import AcceptModel, free_features
+from pipeline.evidence import Evidence, collect
+from pipeline.features import ChunkFacts
+from pipeline.records import AnyRecord
+from pipeline.stages.results import Check, ValidateResult
+from pipeline.trace import ChunkInfo, Contribution, FinalItem
+
+if TYPE_CHECKING:
+    from pipeline.models.validator import Judgement
+    from pipeline.stages.validate import Stats, Validate
+
+SHOWN = 8  # contributions kept per row, largest first
+
+
+@dataclass
+class _Pending:
+    n: int
+    item: FinalItem
+    record: AnyRecord
+    ev: Evidence
+    free: dict[str, float]
+    judgement: Judgement | None = None
+    cached: bool = False
+    empty: float | None = None
+
+
+def _contributions(x: dict[str, float], parts: dict[str, float]) -> tuple[Contribution, ...]:
+    top = sorted(parts, key=lambda n: -abs(parts[n]))[:SHOWN]
+    return tuple(Contribution(feature=n, value=round(x[n], 4), contribution=round(parts[n], 4)) for n in top)
+
+
+@dataclass
+class Calibrated:
+    model: AcceptModel
+    facts: ChunkFacts  # the chunk's classes and dimension (pipeline.features)
+
+    def run(self, stage: Validate, chunk: ChunkInfo, final: list[FinalItem],
+            progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None
+            ) -> ValidateResult:
+        from pipeline.stages.validate import Stats
+
+        t0 = time.perf_counter()
+        stats = Stats()
+        scope = final[: stage.top_k]
+        scores = [it.score for it in scope]
+        lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
+        checks: dict[int, Check] = {}
+        pending: list[_Pending] = []
+        for n, item in enumerate(scope):
+            record = stage.store.get(item.record_id)
+            ev = collect(chunk.text, record, weight=stage.weight)
+            rarity = max((stage.weight(i.text) for i in ev.items), default=0.0) if stage.weight else 0.0
+            x0 = free_features(record, ev, self.facts, item.rank, (item.score - lo) / (hi - lo) if hi > lo else 1.0,
+                               rarity)
+            p0, parts = self.model.free.p(x0)
+            if p0 < self.model.ask_above or stage.validator is None:
+                why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
+                       else f"Qwen unavailable: decided on the free features, p = {p0:.2f}")
+                accepted = stage.validator is None and p0 >= self.model.threshold and bool(ev.items)
+                checks[n] = Check(item, ev, True, "not_run", accepted, p=p0, p_threshold=self.model.threshold,
+                                  contributions=_contributions(x0, parts), asked_qwen=False, note=why)
+            else:
+                pending.append(_Pending(n, item, record, ev, x0))
+        self._ask(stage, chunk, pending, stats, progress, cancelled)
+        for p in pending:
+            checks[p.n] = self._decide(stage, chunk, p)
+        ordered = [checks[n] for n in range(len(scope))]
+        ordered += [Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
+                          "not_run", None) for it in final[stage.top_k:]]
+        from pipeline.stages.validate import shown
+
+        out = [c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": shown(c)})
+               for c in ordered]
+        return ValidateResult(ordered, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
+                              stats.prompt_tokens, stats.reused_tokens, self.model.name, len(scope) - len(pending))
+
+    def _ask(self, stage: Validate, chunk: ChunkInfo, pending: list[_Pending], stats: Stats,
+             progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None) -> None:
+        """Qwen on every pending record for this chunk, then on each for an empty chunk (two prefixes)."""
+        v = stage.validator
+        assert v is not None
+        total = 2 * len(pending)
+        for i, p in enumerate(pending):
+            if progress:
+                progress(i, total, p.item.source or p.item.record_id)
+            p.judgement, p.cached = stage.judge_cached(v, chunk.text, p.record, p.ev, stats, cancelled)
+        for i, p in enumerate(pending):
+            if progress:
+                progress(len(pending) + i, total, f"{p.item.source or p.item.record_id} (empty chunk)")
+            empty_ev = collect("", p.record)
+            j, _ = stage.judge_cached(v, "", p.record, empty_ev, stats, cancelled)
+            p.empty = j.margin
+        if progress and total:
+            progress(total, total, "")
+
+    def _decide(self, stage: Validate, chunk: ChunkInfo, p: _Pending) -> Check:
+        from pipeline.stages.validate import disagreement
+
+        j = p.judgement
+        assert j is not None
+        if j.margin is None or p.empty is None:  # timeout, error, cancelled: no probability
+            return Check(p.item, p.ev, True, j.verdict, None if j.verdict == "cancelled" else False, j, p.cached,
+                         asked_qwen=True, note=j.message or f"Qwen: {j.verdict}")
+        x = {**p.free, "margin": j.margin, "pmi_margin": j.margin - p.empty}
+        prob, parts = self.model.full.p(x)
+        accepted = prob >= self.model.threshold and bool(p.ev.items)
+        if accepted and not j.evidence and stage.validator is not None:  # Qwen's list, for every accept
+            j.evidence = stage.validator.evidence_for(chunk.text, p.record, p.ev, timeout_s=stage.timeout_s)
+        note = "" if accepted or prob < self.model.threshold else "p reaches the threshold, but no fact is shared"
+        return Check(p.item, p.ev, True, j.verdict, accepted, j, p.cached, disagreement(j, p.ev), prob,
+                     self.model.threshold, _contributions(x, parts), True, note)

@@ -1,0 +1,223 @@
+"""The accept model's training table and its fit.
+
+Rows are judged candidates: the top 8 of D and F on the dev set's tune half (labelled by
+hand), and the top 8 for crops of the docs' own code (labelled automatically: the crop's
+own page and the class pages of its API calls are relevant; the 2D/3D twin and anything
+else are not), with the records the crop was cut from hidden. Each row has the free
+features, Qwen's margin and its margin for an empty chunk. Collecting them costs Qwen time
+(about 3 s a judgement), so the table is written to ``fixtures/accept/table.jsonl`` and
+committed; fitting it takes a second and is what ``models train`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import atomic
+from pipeline.accept import FREE, LLM, AcceptModel, Linear, free_features
+from pipeline.config import FIXTURES
+from pipeline.evidence import Evidence, collect
+from pipeline.train.recipe import Recipe, write_done
+
+TABLE = FIXTURES / "accept" / "table.jsonl"
+Progress = Callable[[str, int, int], None]
+
+
+class AcceptRecipe(Recipe):
+    version: int = 1
+    seed: int = 13
+    c: float = 0.5  # inverse L2 strength of the logistic models
+    folds: int = 5  # GroupKFold by page for the out-of-fold scores Platt scaling is fitted on
+    precision: float = 0.9  # the threshold is the lowest p whose accepts on the tune half reach this precision
+    table_digest: str = ""  # the table's sha256: a new table is a new model
+
+
+@dataclass(frozen=True)
+class Candidate:
+    group: str  # the page (docs) or chunk id (dev): folds never split one
+    origin: str  # "dev-tune" | "docs"
+    code: str
+    record_id: str
+    rank: int
+    rank_score: float
+    label: int
+
+
+def rarest(ev: Evidence, weight: Callable[[str], float]) -> float:
+    return max((weight(i.text) for i in ev.items), default=0.0)
+
+
+def row(engine, c: Candidate, judge: Callable[[str, str], float | None]) -> dict:
+    """The table row of one candidate: free features, Qwen's margin and its empty-chunk margin."""
+    record = engine.store.get(c.record_id)
+    ev = collect(c.code, record, weight=engine.term_weight)
+    facts = engine.features.chunk_facts(c.code, [])
+    free = free_features(record, ev, facts, c.rank, c.rank_score, rarest(ev, engine.term_weight))
+    margin, empty = judge(c.code, c.record_id), judge("", c.record_id)
+    llm = {"margin": margin, "pmi_margin": None if margin is None or empty is None else margin - empty}
+    return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm}
+
+
+def load_table(path: Path = TABLE) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def write_table(rows: list[dict], path: Path = TABLE) -> None:
+    atomic.write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def _fit_linear(x: np.ndarray, y: np.ndarray, groups: list[str], names: list[str], recipe: AcceptRecipe) -> Linear:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - mean) / scale
+    oof = np.zeros(len(y))
+    for tr, te in GroupKFold(n_splits=recipe.folds).split(z, y, groups):
+        m = LogisticRegression(C=recipe.c, max_iter=1000).fit(z[tr], y[tr])
+        oof[te] = m.decision_function(z[te])
+    platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), y)  # Platt scaling, out of fold
+    full = LogisticRegression(C=recipe.c, max_iter=1000).fit(z, y)
+    return Linear(names, mean.tolist(), scale.tolist(), full.coef_[0].tolist(), float(full.intercept_[0]),
+                  (float(platt.coef_[0][0]), float(platt.intercept_[0])))
+
+
+def _threshold(p: np.ndarray, y: np.ndarray, target: float) -> float:
+    """The lowest threshold whose accepts reach ``target`` precision (the highest p if none does)."""
+    for t in np.unique(np.round(p, 4)):
+        acc = p >= t
+        if acc.sum() and y[acc].mean() >= target:
+            return float(t)
+    return float(p.max()) + 1e-6
+
+
+def fit(rows: list[dict], recipe: AcceptRecipe) -> tuple[AcceptModel, dict]:
+    rows = [r for r in rows if r["margin"] is not None and r["pmi_margin"] is not None]
+    y = np.array([r["label"] for r in rows])
+    groups = [r["group"] for r in rows]
+    free_names, full_names = list(FREE), [*FREE, *LLM]
+    free = _fit_linear(np.array([[r[n] for n in free_names] for r in rows]), y, groups, free_names, recipe)
+    full = _fit_linear(np.array([[r[n] for n in full_names] for r in rows]), y, groups, full_names, recipe)
+    p0 = np.array([free.p(r)[0] for r in rows])
+    p1 = np.array([full.p(r)[0] for r in rows])
+    tune = np.array([r["origin"] == "dev-tune" for r in rows])
+    threshold = _threshold(p1[tune], y[tune], recipe.precision)
+    # Qwen is asked only where it mattered on these rows: p0 at or above the lowest p0 that p1 accepted.
+    accepted = p1 >= threshold
+    ask_above = float(p0[accepted].min()) * 0.9 if accepted.any() else 0.0
+    model = AcceptModel(free, full, threshold, ask_above)
+    stats = {"rows": len(rows), "positives": int(y.sum()), "tune_rows": int(tune.sum()),
+             "threshold": round(threshold, 4), "ask_above": round(ask_above, 4),
+             "asked_share": round(float((p0 >= ask_above).mean()), 3)}
+    return model, stats
+
+
+def train(out: Path, recipe: AcceptRecipe, table: Path = TABLE) -> dict:
+    model, stats = fit(load_table(table), recipe)
+    atomic.write_text(out / "accept.json", model.to_json())
+    info = {"kind": "accept", "recipe": recipe.digest(), **stats}
+    write_done(out, info)
+    return info
+
+
+def sample_docs_queries(queries: list, n: int, seed: int) -> list:
+    pool = [q for q in queries if q.split == "train"]
+    random.Random(seed).shuffle(pool)
+    return pool[:n]
+
+
+# --- collecting the table (Qwen time: run by `python -m pipeline train accept-table`) -----------------------
+def dev_candidates(engine, top_k: int = 8) -> list[Candidate]:
+    """D's and F's top k on the dev set's tune half (no validation), labelled by the dev set."""
+    from pipeline.evaluate import load_set
+    from pipeline.settings import Settings
+
+    out: list[Candidate] = []
+    s = Settings(run_validator=False)
+    for c in load_set(split="tune"):
+        trace = engine.run(c.code, s)
+        seen: set[str] = set()
+        for alt in trace.alternatives.values():
+            items = alt.final[:top_k]
+            lo, hi = min(it.score for it in items), max(it.score for it in items)
+            for it in items:
+                if it.record_id in seen:
+                    continue
+                seen.add(it.record_id)
+                label = int((it.doc_path or "") in c.relevant and (it.doc_path or "") not in c.must_not_accept)
+                out.append(Candidate(c.id, "dev-tune", c.code, it.record_id, it.rank,
+                                     (it.score - lo) / (hi - lo) if hi > lo else 1.0, label))
+    return out
+
+
+def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8) -> list[Candidate]:
+    """D's top k for crops of the docs' own code, the crop's source records hidden; labelled by page."""
+    from pipeline.settings import Settings
+    from pipeline.stages.dense import QUERY_CHARS
+    from pipeline.stages.fusion import Fusion
+    from pipeline.stages.union import Union
+    from pipeline.train import defaults
+    from pipeline.train.data import load_queries
+    from pipeline.train.ltr import masked_legs
+
+    folder = defaults.ready("data", engine.store.content_hash)
+    if folder is None:
+        raise FileNotFoundError("no training data yet: run `python -m pipeline models train` first")
+    s = Settings()
+    emb, vec = engine.dense(None)
+    out: list[Candidate] = []
+    queries = sample_docs_queries(load_queries(folder), n_queries, seed)
+    qvecs = emb.encode([q.text[:QUERY_CHARS] for q in queries])
+    for q, qv in zip(queries, qvecs, strict=True):
+        b, e, _ = masked_legs(q.text, engine.store, engine.bm25, vec, qv, s.d_bm25_k, s.d_dense_k, set(q.positives))
+        items = Fusion(s.fusion, s.alpha, s.rrf_k).run(Union().run(b, e)).items[:top_k]
+        lo, hi = min(it.score for it in items), max(it.score for it in items)
+        for it in items:
+            page = it.candidate.ref.doc_path or ""
+            out.append(Candidate(q.page, "docs", q.text, it.candidate.record_id, it.rank,
+                                 (it.score - lo) / (hi - lo) if hi > lo else 1.0, int(page in q.relevant_pages)))
+    return out
+
+
+def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
+                  progress: Progress | None = None) -> list[dict]:
+    """Every row, with Qwen margins (cached on disk: an interrupted collection resumes where it stopped)."""
+    import hashlib
+
+    import diskcache
+
+    from pipeline import config
+    from pipeline.records import record_line
+    from pipeline.settings import Settings
+
+    validator = engine.hub.validator(Settings())
+    validator.generate_evidence = False  # margins only
+    cache = diskcache.Cache(str(config.cache_dir() / "accept-margins"))
+
+    def judge(code: str, record_id: str) -> float | None:
+        record = engine.store.get(record_id)
+        key = "|".join([validator.fingerprint, hashlib.sha256(code.encode()).hexdigest(),
+                        hashlib.sha256(record_line(record).encode()).hexdigest()])
+        hit = cache.get(key)
+        if isinstance(hit, float):
+            return hit
+        j = validator.judge(code, record, collect(code, record, weight=engine.term_weight))
+        if j.margin is not None:
+            cache.set(key, float(j.margin))
+        return j.margin
+
+    cands = dev_candidates(engine) + docs_candidates(engine, n_docs_queries, seed)
+    # Same prompt prefix back to back (Qwen reuses it): every chunk's records, then every record's empty chunk.
+    pairs = [(c.code, c.record_id) for c in cands] + sorted({("", c.record_id) for c in cands})
+    for n, (code, rid) in enumerate(pairs):
+        judge(code, rid)
+        if progress:
+            progress("Qwen margins", n + 1, len(pairs))
+    return [row(engine, c, judge) for c in cands]
