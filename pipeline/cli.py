@@ -226,9 +226,11 @@ def eval_cmd(
 
 def _register_batch() -> None:
     from pipeline.cli_batch import batch_command
+    from pipeline.warm import warm_command
 
     app.command("batch", help="Run D and/or F over .gd files or folders, resumably, one result line per chunk.")(
         batch_command)
+    app.command("warm", help="Warm the dashboard's example caches at low priority (make demo starts it).")(warm_command)
 
 
 _register_batch()
