@@ -32,7 +32,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[AltN
         st.info(f"Model stages still running for {', '.join(sorted(pending))}; the comparison updates when they "
                 "finish.", icon=ICON_WAIT)
 
-    st.subheader("Final ranked lists", divider="gray")
+    st.subheader("Final ranked lists", divider="gray", anchor="final-lists")
     st.caption("Each alternative's output, best first: accepted or rejected by the validator, — not judged.")
     cols = st.columns(2)
     for col, a in zip(cols, (d, f), strict=True):
@@ -44,7 +44,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[AltN
                 "score": st.column_config.NumberColumn(format="%.4f"),
                 "record": st.column_config.TextColumn(width="large")})
 
-    st.subheader("Where they agree", divider="gray")
+    st.subheader("Where they agree", divider="gray", anchor="agreement")
     st.caption("Accepted records compared by id (a section merged into another counts as the same record).")
     ag = agreement(d, f)
     c = st.columns(3)
@@ -62,7 +62,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[AltN
         st.caption(f"Final lists overlap: {len(top_d & top_f)} of {len(top_d | top_f)} records "
                    f"(Jaccard {len(top_d & top_f) / max(len(top_d | top_f), 1):.2f}).")
 
-    st.subheader("Rank shifts between them", divider="gray")
+    st.subheader("Rank shifts between them", divider="gray", anchor="rank-shifts")
     st.caption("Rank in D (after fusion) → rank in F (after reranking) for the records in either top 15; "
                "green = F ranks it higher, red = lower.")
     rows = shift_rows(d, f)
@@ -73,7 +73,7 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[AltN
             st.caption(f"{len(missing)} record(s) appear in only one list (different top-k per leg) and are drawn "
                        "as single points.")
 
-    st.subheader("Cost", divider="gray")
+    st.subheader("Cost", divider="gray", anchor="cost")
     st.caption("Seconds per stage per alternative, and what each model was sent. Cached verdicts cost no tokens.")
     lat = latency_frame(trace)
     if not lat.empty:
