@@ -378,4 +378,5 @@ def render_report(trace: Trace, *, origin: str = "", generated: str | None = Non
 def write_report(trace: Trace, path: Path, *, origin: str = "", generated: str | None = None) -> Path:
     """Write :func:`render_report` to ``path`` atomically; returns the path."""
     atomic.write_text(path, render_report(trace, origin=origin, generated=generated))
+    path.chmod(0o644)  # a handout: readable by others, like any file a browser saves
     return path

@@ -40,6 +40,7 @@ EDGE_CASES = (("godot3_player.gd", "Godot 3 player script (migration)"),
               ("injection.gd", "Prompt injection hidden in comments"),
               ("latin1.gd", "Latin-1 bytes (decoding notice)"),
               ("unity_player.cs", "Unity C# (not Godot)"))
+TRACE_CACHE_ENV = "GDPOC_TRACE_CACHE"  # tests point it at a temp folder, so a cached trace never hides a run
 TRACE_CACHE_BYTES = 512 * 2**20  # traces are ~0.2–1 MB of JSON; older ones are evicted first
 PAUSE_POLL_S = 2.0
 
@@ -90,7 +91,8 @@ class TraceCache:
     def __init__(self, folder: Path | None = None) -> None:
         import diskcache
 
-        self._cache = diskcache.Cache(str(folder or config.cache_dir() / "traces"), size_limit=TRACE_CACHE_BYTES)
+        folder = folder or Path(os.environ.get(TRACE_CACHE_ENV) or config.cache_dir() / "traces")
+        self._cache = diskcache.Cache(str(folder), size_limit=TRACE_CACHE_BYTES)
 
     def get(self, key: str) -> Trace | None:
         try:

@@ -70,7 +70,8 @@ def test_every_command_has_help() -> None:
 
     paths = _command_paths(app)
     assert sorted(paths) == [("batch",), ("eval",), ("kb",), ("kb", "build"), ("kb", "ensure"), ("kb", "index"),
-                             ("kb", "stats"), ("models",), ("models", "prepare"), ("models", "status"), ("run",)]
+                             ("kb", "stats"), ("models",), ("models", "prepare"), ("models", "status"), ("run",),
+                             ("warm",)]
     runner = CliRunner()
     for path in [(), *paths]:
         res = runner.invoke(app, [*path, "--help"])

@@ -131,6 +131,8 @@ def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunSta
     cached, where = _trace_cache().get(key), "session"
     if cached is None:
         cached, where = disk_traces().get(key), "disk"
+        if cached is not None:  # a second Run in this session is a session hit
+            _trace_cache()[key] = cached
     if cached is not None:
         run = RunState(key, request.origin, chunk, settings, engine, cached, full=cached, from_cache=True,
                        cache_origin=where)
