@@ -167,6 +167,10 @@ def part_union(a: AlternativeTrace, c: _Charts) -> Markup:
     return out
 
 
+# Half a landscape page holds ~8 columns: the parts are charted above, the raw leg values are in the union table.
+FUSION_DROP = ("record_id", "BM25 part", "embedding part", "BM25 raw", "similarity", "BM25 norm", "embedding norm")
+
+
 def part_ranking(a: AlternativeTrace, c: _Charts) -> Markup:
     if a.name == "D":
         s = a.fusion
@@ -174,7 +178,7 @@ def part_ranking(a: AlternativeTrace, c: _Charts) -> Markup:
             return stage_note(s)
         return (stage_note(s) + para(views.fusion_formula(s)) + c.add(charts.contribution_bars(s.rows))
                 + c.add(charts.slope_chart([Shift.of(r) for r in s.rows], "union order", "after fusion"))
-                + table(views.fusion_frame(s)))
+                + table(views.fusion_frame(s), drop=FUSION_DROP))
     r = a.rerank
     if r is None or not r.rows:
         return stage_note(r)
