@@ -36,7 +36,13 @@ kb: install
 index: kb
 	$(TIMED) index $(PY) -m pipeline kb index
 
+# The dashboard, plus a warmer (nice 19, started once the dashboard answers) that runs the built-in
+# examples once, so a click on an example shows the finished flow from cache. It pauses while a user's
+# run is going and stops with the dashboard; its log is build/warm.log.
 demo: models index
+	@mkdir -p build; \
+	$(PY) -m pipeline warm --after http://localhost:$(PORT)/_stcore/health > build/warm.log 2>&1 & warm=$$!; \
+	trap 'kill $$warm 2>/dev/null' EXIT; \
 	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 

@@ -208,7 +208,15 @@ def flow_chart(nodes: list[FlowNode], anchors: Mapping[Column, str] | None = PAN
         x=x, y=y, text="label:N")
     totals = rows.mark_text(align="right", fontSize=11, color=MUTED, dy=9).encode(x=x, y=y, text="total:N")
     return alt.layer(arrows, heads, done, waiting, bars, *text, labels, totals).properties(
-        height=ROW_PX * n_rows, padding={"left": 4, "right": 4, "top": 2, "bottom": 2}).configure_view(stroke=None)
+        height=ROW_PX * n_rows, description=describe(nodes),
+        padding={"left": 4, "right": 4, "top": 2, "bottom": 2}).configure_view(stroke=None)
+
+
+def describe(nodes: list[FlowNode]) -> str:
+    """The strip in words: the chart's aria-label (screen readers, and tests that cannot read a canvas)."""
+    alts = list(dict.fromkeys(n.alternative for n in nodes))
+    rows = ["; ".join(f"{n.title}: {n.count_text}, {n.time_text}" for n in nodes if n.alternative == a) for a in alts]
+    return "Flow overview. " + " | ".join(f"{ALT_LABELS[a]}: {r}" for a, r in zip(alts, rows, strict=True))
 
 
 def _arrows(df: pd.DataFrame) -> pd.DataFrame:

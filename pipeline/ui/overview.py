@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
+from pipeline.report import render_report
 from pipeline.ui import flow, jobs
 from pipeline.ui.common import guarded
 from pipeline.ui.runs import RunState
@@ -27,11 +28,8 @@ def render_overview(run: RunState, key: str, anchors: Mapping[flow.Column, str] 
     """Chunk line, the flow strip, then the progress box (running) or the report button (finished)."""
     trace = run.view()
     note = f" · *{CACHE_NOTES[run.cache_origin or 'session']}*" if run.from_cache else ""
-    left, right = st.columns([5, 1], vertical_alignment="center")
-    left.markdown(f"**Chunk:** {run.origin} · {run.chunk.n_lines} lines{note}")
+    st.markdown(f"**Chunk:** {run.origin} · {run.chunk.n_lines} lines{note}")
     running = run.job is not None and not run.job.done
-    with right:
-        _report_button(run, key, disabled=running)
     with guarded("The flow overview"):
         st.altair_chart(flow.flow_chart(flow.flow_nodes(trace), anchors), width="stretch", key=f"{key}_flow")
     if running and run.job is not None:
@@ -39,18 +37,20 @@ def render_overview(run: RunState, key: str, anchors: Mapping[flow.Column, str] 
         jobs.monitor(job, "Model stages", key, hint=hint,
                      eta=lambda: flow.eta(run.fast, run.view(), job.elapsed).text)
     else:
-        st.caption("Each node: what the stage produced and how long it took; the amber bar is its share of the "
-                   "alternative's time. Click a node to jump to its panel.")
+        left, right = st.columns([5, 1], vertical_alignment="center")
+        left.caption("Each node: what the stage produced and how long it took; the amber bar is its share of the "
+                     "alternative's time. Click a node to jump to its panel.")
+        with right:
+            _report_button(run, key)
     if run.message:
         st.warning(run.message)
 
 
-def _report_button(run: RunState, key: str, *, disabled: bool) -> None:
-    from pipeline.report import render_report  # vl-convert's bundle loads only when a report is asked for
-
+def _report_button(run: RunState, key: str) -> None:
+    """The report is built only when the button is pressed (deferred download): a rerun costs nothing."""
     trace = run.view()
     st.download_button("Report (HTML)", lambda: render_report(trace, origin=run.origin),
                        file_name=f"report_{trace.chunk.sha256[:8]}.html", mime="text/html", key=f"{key}_report",
-                       on_click="ignore", disabled=disabled, icon=":material/description:", width="stretch",
-                       help="One self-contained HTML file of this run (opens offline, prints cleanly)."
-                            if not disabled else "Available when the model stages have finished.")
+                       on_click="ignore", icon=":material/description:", width="stretch",
+                       help="One self-contained HTML file of this run: every panel, D and F side by side, the final "
+                            "JSONL. Opens offline and prints cleanly.")
