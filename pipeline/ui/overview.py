@@ -39,7 +39,7 @@ def render_overview(run: RunState, key: str, anchors: Mapping[flow.Column, str] 
     else:
         left, right = st.columns([5, 1], vertical_alignment="center")
         left.caption("Each node: what the stage produced and how long it took; the amber bar is its share of the "
-                     "alternative's time. Click a node to jump to its panel.")
+                     "alternative's time. Click a node to jump to its details below.")
         with right:
             _report_button(run, key)
     if run.message:
