@@ -40,12 +40,18 @@ kb: install
 index: kb
 	$(TIMED) index $(PY) -m pipeline kb index
 
-# The models learned from the docs (code query encoder, learned ranker): once, cached by KB and recipe,
-# resumable, with progress bars (~15 min on 2 cores the first time; `make train BUDGET=20` caps it).
+# The models learned from the docs (code query encoder, learned ranker, accept model): once, cached by KB
+# and recipe, resumable, with progress bars (~15 min on 2 cores the first time; `make train BUDGET=20` caps it).
 train: index
 	$(TIMED) train $(PY) -m pipeline models train
 
+# The dashboard, plus a warmer (nice 19, started once the dashboard answers) that runs the built-in
+# examples once, so a click on an example shows the finished flow from cache. It pauses while a user's
+# run is going and stops with the dashboard; its log is build/warm.log.
 demo: models index train
+	@mkdir -p build; \
+	$(PY) -m pipeline warm --after http://localhost:$(PORT)/_stcore/health > build/warm.log 2>&1 & warm=$$!; \
+	trap 'kill $$warm 2>/dev/null' EXIT; \
 	$(VENV)/bin/streamlit run app.py --server.address localhost --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 

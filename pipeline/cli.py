@@ -156,8 +156,9 @@ def run_cmd(
     truncate: Annotated[bool, typer.Option(help="cut a chunk over 64 KiB instead of refusing it")] = False,
     fusion: Annotated[Fusion, typer.Option(case_sensitive=False, help="D's score fusion")] = DEFAULT_FUSION,
     alpha: Annotated[float, typer.Option(help="BM25 weight in fusion (0.5 = plain RRF)")] = 0.85,
+    html: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report here")] = None,
 ) -> None:
-    """Run D and/or F on one chunk and print the trace."""
+    """Run D and/or F on one chunk and print the trace (and write an HTML report with --html)."""
     from pydantic import ValidationError
 
     from pipeline.chunk import InputError, prepare_chunk
@@ -186,13 +187,29 @@ def run_cmd(
         typer.echo(trace.model_dump_json(indent=1))
     else:
         _print_trace(trace)
+    if html is not None:
+        _write_html(trace, html, "standard input" if file == "-" else Path(file).name)
+
+
+def _write_html(trace, path: Path, origin: str) -> None:
+    from datetime import datetime
+
+    from pipeline.report import write_report
+
+    try:
+        write_report(trace, path, origin=origin, generated=datetime.now().strftime("%Y-%m-%d %H:%M"))
+    except OSError as exc:
+        fail(f"cannot write the report to {path}: {exc}")
+    typer.echo(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, opens offline)", err=True)
 
 
 def _register_batch() -> None:
     from pipeline.cli_batch import batch_command
+    from pipeline.warm import warm_command
 
     app.command("batch", help="Run D and/or F over .gd files or folders, resumably, one result line per chunk.")(
         batch_command)
+    app.command("warm", help="Warm the dashboard's example caches at low priority (make demo starts it).")(warm_command)
 
 
 _register_batch()

@@ -3,24 +3,33 @@
 Most tests search the small user KB in fixtures/ (seconds, no Qwen); the one
 ``model`` test runs the reference chunk through D and F on the built-in KB
 with the real Qwen models (minutes on 2 cores; verdicts are cached on disk).
+``app.py`` is the ``st.navigation`` router: AppTest opens it (the Pipeline page)
+or one page script directly.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedder must never reach for a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Finished traces go to a temp folder: a trace cached by an earlier test run must not stand in for a run.
+os.environ.setdefault("GDPOC_TRACE_CACHE", tempfile.mkdtemp(prefix="gdpoc-traces-"))
 
 from streamlit.testing.v1 import AppTest
 
 from pipeline.kb.load import load_bytes
 from pipeline.kb.store import from_load
-from pipeline.trace import ProgressEvent
+from pipeline.settings import Settings
+from pipeline.trace import ProgressEvent, Trace
+from pipeline.ui import flow
 from pipeline.ui.engines import UserKB
 from pipeline.ui.highlight import Mark, mark_line, marked_block
 from pipeline.ui.jobs import Job
@@ -31,6 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("engine")
 APP = REPO / "app.py"
 PAGES = sorted((REPO / "pages").glob("*.py"))
+PIPELINE_PAGE, COMPARE_PAGE = REPO / "pages" / "0_Pipeline.py", REPO / "pages" / "1_Compare_D_vs_F.py"
+KB_PAGE = REPO / "pages" / "3_Knowledge_base.py"
 SMALL_KB = REPO / "fixtures" / "user_kb" / "small.jsonl"
 BAD_KB = REPO / "fixtures" / "bad" / "malformed.jsonl"
 DASH_CHUNK = "func _physics_process(delta):\n\tif Input.is_action_just_pressed(\"dash\"):\n\t\tstart_dash()\n"
@@ -179,7 +190,7 @@ def test_background_validation_fills_in_the_validator_and_final_panels() -> None
 
 
 def test_compare_page_draws_agreement_shifts_and_cost() -> None:
-    at = _app(PAGES[0])
+    at = _app(COMPARE_PAGE)
     at.run()
     _no_models(at)
     at.button(key="compare_run").click()
@@ -205,7 +216,7 @@ def test_bad_chunk_is_a_message_not_a_traceback() -> None:
 
 
 def test_kb_page_reports_bad_lines_and_uses_good_ones() -> None:
-    at = _app(PAGES[-1])
+    at = _app(KB_PAGE)
     at.run()
     at.file_uploader(key="kb_upload_page").upload(BAD_KB.name, BAD_KB.read_bytes(), "application/jsonl")
     at.run()
@@ -218,6 +229,122 @@ def test_kb_page_reports_bad_lines_and_uses_good_ones() -> None:
     table = next(df.value for df in at.dataframe if "doc_path" in df.value.columns and "id" in df.value.columns)
     assert set(table["id"]) == {"bad:docs:area-coin", "bad:api:rand-range", "bad:label:coin-pickup",
                                 "bad:docs:timer-signal"}
+
+
+# --- the flow overview, the navigation and the caches ----------------------------------------------
+def _flattened(at: AppTest) -> list[Any]:
+    """Every element of the main area in page order (containers opened)."""
+    out: list[Any] = []
+
+    def walk(node: Any) -> None:
+        out.append(node)
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at.main)
+    return out
+
+
+def test_sidebar_defaults_are_the_settings_the_demo_warmer_uses() -> None:
+    """The warmer caches traces under Settings(); the sidebar's untouched widgets must build exactly that."""
+    def script() -> None:
+        import streamlit as st
+
+        from pipeline.ui import sidebar
+
+        st.session_state["built"] = sidebar.settings_sidebar()
+
+    at = AppTest.from_function(script, default_timeout=60)
+    at.run()
+    assert not at.exception, _problems(at)
+    assert at.session_state["built"] == Settings()
+
+
+def test_navigation_names_the_main_page_pipeline_and_reaches_every_page() -> None:
+    at = _app(APP)
+    at.run()
+    assert not at.exception, _problems(at)
+    assert "Godot chunk" in at.title[0].value  # the default page is the Pipeline page
+    nav = APP.read_text()
+    assert 'title="Pipeline"' in nav and "st.navigation(" in nav
+    for script, title in ((COMPARE_PAGE, "Compare D vs F"), (REPO / "pages" / "2_Evaluation.py", "Evaluation"),
+                          (KB_PAGE, "Knowledge base"), (PIPELINE_PAGE, "Godot chunk")):
+        at.switch_page(str(script.relative_to(REPO)))
+        at.run()
+        assert not at.exception, _problems(at)
+        assert title in at.title[0].value
+
+
+def test_flow_overview_sits_above_the_input_and_counts_every_stage() -> None:
+    at = _app(APP)
+    at.run()
+    _no_models(at)
+    at.radio(key="main_alts").set_value("Both")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    elements = _flattened(at)
+    kinds = [getattr(e, "type", "") for e in elements]
+    charts = [i for i, k in enumerate(kinds) if k == "vega_lite_chart"]
+    assert charts and charts[0] < kinds.index("form"), "the flow strip comes before the input form"
+    spec = json.loads(elements[charts[0]].proto.spec)
+    assert "count_text" in json.dumps(spec) and "href" in json.dumps(spec)  # node texts, links to the panels
+    trace: Trace = at.session_state["run"].full
+    nodes = {(n.alternative, n.column): n for n in flow.flow_nodes(trace)}
+    for name, alt in trace.alternatives.items():
+        assert alt.bm25 is not None and alt.union is not None
+        assert nodes[(name, "bm25")].count == alt.bm25.count and nodes[(name, "union")].count == alt.union.count
+        assert nodes[(name, "validate")].status == "skipped" and nodes[(name, "final")].count is None
+    report = next(b for b in at.get("download_button") if "Report" in b.proto.label)
+    assert not report.proto.disabled
+
+
+def test_flow_nodes_and_eta_while_the_model_stages_are_pending() -> None:
+    from pipeline.engine import Engine
+
+    engine = Engine.open([SMALL_KB])
+    s = Settings()
+    prepared = engine.prepare(DASH_CHUNK, s)
+    nodes = {(n.alternative, n.column): n for n in flow.flow_nodes(prepared.trace)}
+    union_f = prepared.trace.alternatives["F"].union
+    assert union_f is not None
+    assert nodes[("F", "ranking")].status == "pending"
+    assert nodes[("F", "ranking")].count_text == f"{min(s.rerank_top_n, union_f.count)} to score"
+    assert {nodes[(a, "validate")].status for a in "DF"} == {"pending"}
+    assert nodes[("D", "validate")].time_text == f"~{s.judge_seconds():.0f} s est."
+    assert nodes[("D", "ranking")].status == "ok"  # fusion is part of the fast phase
+    estimate = s.rerank_seconds() + 2 * s.judge_seconds()
+    first = flow.eta(prepared.trace, prepared.trace, 0.0)
+    assert (first.estimate_s, first.left_s) == (estimate, estimate)
+    assert set(first.running) == {"D validate", "F rerank", "F validate"}
+    assert flow.eta(prepared.trace, prepared.trace, 10.0).left_s == estimate - 10.0
+    late = flow.eta(prepared.trace, prepared.trace, estimate + 5)
+    assert late.left_s == 0.0 and "over the" in late.text
+    done = prepared.trace.model_copy(deep=True)
+    done.close_pending("finished")
+    assert flow.eta(prepared.trace, done, 3.0).text == "model stages done"
+
+
+def test_a_finished_trace_comes_back_from_disk_in_a_new_session() -> None:
+    def fast_run(at: AppTest) -> None:
+        at.run()
+        _no_models(at)
+        at.radio(key="main_mode").set_value("Paste")
+        at.run()
+        at.text_area(key="main_text").set_value(DASH_CHUNK + "\n# disk cache test\n")
+        at.button(key="main_run").click()
+        at.run()
+        assert not at.exception, _problems(at)
+
+    first = _app(APP)
+    fast_run(first)
+    assert not first.session_state["run"].from_cache
+    second = _app(APP)  # a new session: its own session cache is empty
+    fast_run(second)
+    run = second.session_state["run"]
+    assert run.from_cache and run.cache_origin == "disk"
+    assert run.full == first.session_state["run"].full
+    assert any("cache on disk" in m.value for m in second.markdown)
 
 
 # --- the reference case, with the real models ------------------------------------------------------

@@ -71,7 +71,8 @@ def test_every_command_has_help() -> None:
     paths = _command_paths(app)
     assert sorted(paths) == [("batch",), ("eval",), ("kb",), ("kb", "build"), ("kb", "ensure"), ("kb", "index"),
                              ("kb", "stats"), ("models",), ("models", "prepare"), ("models", "status"),
-                             ("models", "train"), ("run",), ("train",), ("train", "data")]
+                             ("models", "train"), ("run",), ("train",), ("train", "accept-table"), ("train", "data"),
+                             ("warm",)]
     runner = CliRunner()
     for path in [(), *paths]:
         res = runner.invoke(app, [*path, "--help"])

@@ -2,8 +2,10 @@
 
 The app runs as a real ``streamlit run`` server on a free localhost port. The test pastes the
 reference chunk, runs D and F with the real local models, waits for the validator, reads the
-accepted records out of the final panel's tables and saves full-page screenshots of the main
-screen and of the Compare page under ``artifacts/``.
+accepted records out of the final panel's tables, checks that the flow overview (both alternatives'
+counts) sits above the fold at 1366×900 on the Pipeline and the Compare page, and saves screenshots
+(the fold and the full page) of both under ``artifacts/``. The server gets its own empty trace cache,
+so the run really runs (a demo-warmed trace on disk would otherwise answer at once).
 
 Slow on a cold cache (Qwen 1.5B judges ~3–5 s per candidate, F's Qwen 0.5B reranks ~30); verdicts
 and reranker scores are cached on disk, so a second run takes about a minute.
@@ -15,6 +17,7 @@ import contextlib
 import os
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -36,7 +39,7 @@ REFERENCE_CHUNK = REPO / "fixtures" / "reference_chunk.gd"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
-VIEWPORT: ViewportSize = {"width": 1366, "height": 768}
+VIEWPORT: ViewportSize = {"width": 1366, "height": 900}  # the stakeholder's screen: the overview must fit
 MAX_SHOT_HEIGHT = 32_000  # px: a bound on the temporary viewport used for the full-page screenshots
 
 # Bounded waits (the test never asserts on how long anything took).
@@ -130,7 +133,8 @@ def app_url() -> Iterator[str]:
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
     log = ARTIFACTS / "e2e_streamlit.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "GDPOC_TRACE_CACHE": tempfile.mkdtemp(prefix="gdpoc-e2e-traces-")}
     cmd = [str(REPO / ".venv" / "bin" / "streamlit"), "run", "app.py", "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     with log.open("wb") as out:
@@ -233,6 +237,27 @@ def _full_page_screenshot(page: Page, path: Path) -> None:
     page.set_viewport_size(VIEWPORT)
 
 
+def _overview_above_the_fold(page: Page, shot: Path) -> str:
+    """The flow strip's accessible description (vega draws on a canvas); fails unless it fits the first screen."""
+    page.locator('[data-testid="stMain"]').evaluate("(main) => main.scrollTo(0, 0)")
+    strip = page.locator('[aria-label^="Flow overview"]').first
+    strip.wait_for(state="visible")
+    box = strip.bounding_box()
+    assert box is not None and box["height"] > 100, box
+    assert box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], f"the overview is below the fold: {box}"
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.screenshot(path=str(shot))
+    return str(strip.get_attribute("aria-label"))
+
+
+def _assert_both_alternatives(label: str) -> None:
+    # Default settings: D's legs take the top 50, F's the top 80; every node shows its count.
+    assert "D · fusion: BM25 · top 50: 50 hits" in label and "F · reranker: BM25 · top 80: 80 hits" in label, label
+    for alt in ("D · fusion", "F · reranker"):
+        part = label.split(alt, 1)[1]
+        assert "Union:" in part and " candidates" in part and "judged" in part and "Accepted:" in part, label
+
+
 # --- the test ----------------------------------------------------------------------------------
 @pytest.mark.browser
 @pytest.mark.model
@@ -269,6 +294,11 @@ def test_browser_reference_chunk_through_d_and_f(page: Page, app_url: str) -> No
     accepted = [cell for cells in decisions.values() for cell in cells]
     assert any(TWO_D in cell for cell in accepted), decisions
     assert not any(THREE_D in cell for cell in accepted), decisions
+    label = _overview_above_the_fold(page, ARTIFACTS / "main_fold.png")
+    _assert_both_alternatives(label)
+    print(label)
+    nav = page.locator('[data-testid="stSidebarNav"] a')
+    assert "Pipeline" in nav.first.inner_text() and not nav.filter(has_text="app").count()
     _full_page_screenshot(page, ARTIFACTS / "main.png")
 
     # Same session (a fresh URL load would start a new one without the run): follow the sidebar link.
@@ -278,4 +308,5 @@ def test_browser_reference_chunk_through_d_and_f(page: Page, app_url: str) -> No
               and "Model stages" not in t, PAGE_READY_S, "compare_failed.png")
     text = _app_text(page)
     assert "Final ranked lists" in text and "accepted by both" in text
+    _assert_both_alternatives(_overview_above_the_fold(page, ARTIFACTS / "compare_fold.png"))
     _full_page_screenshot(page, ARTIFACTS / "compare.png")

@@ -43,8 +43,9 @@ def guarded(what: str) -> Iterator[None]:
         st.error(f"{what} could not be drawn: {exc}")
 
 
-def header(n: int, title: str, caption: str) -> None:
-    st.subheader(f"{n} · {title}", divider="gray")
+def header(n: int, title: str, caption: str, anchor: str | None = None) -> None:
+    """A numbered panel heading; ``anchor`` is the id the flow overview's nodes link to."""
+    st.subheader(f"{n} · {title}", divider="gray", anchor=anchor)
     st.caption(caption)
 
 

@@ -8,41 +8,20 @@ from dataclasses import dataclass
 import streamlit as st
 
 from pipeline.chunk import InputError, prepare_chunk
-from pipeline.config import FIXTURES
 from pipeline.settings import AltName
 from pipeline.trace import ChunkInfo
+from pipeline.warm import Example, builtin_examples
 
 log = logging.getLogger(__name__)
 
 ALT_CHOICES: dict[str, tuple[AltName, ...]] = {"Both": ("D", "F"), "D": ("D",), "F": ("F",)}
 ALT_LABELS = {"Both": "D and F", "D": "D · fusion", "F": "F · reranker"}
-EDGE_CASES = (("godot3_player.gd", "Godot 3 player script (migration)"),
-              ("injection.gd", "Prompt injection hidden in comments"),
-              ("latin1.gd", "Latin-1 bytes (decoding notice)"),
-              ("unity_player.cs", "Unity C# (not Godot)"))
-
-
-@dataclass(frozen=True)
-class Example:
-    title: str
-    code: str
 
 
 @st.cache_data(show_spinner=False)
 def examples() -> list[Example]:
-    """The reference chunk, the dev-set chunks and the edge cases shipped in fixtures/."""
-    from pipeline.evaluate import DEV_SET, load_set
-
-    out = [Example("Reference: Dodge the Creeps player _process", (FIXTURES / "reference_chunk.gd").read_text())]
-    try:
-        out += [Example(f"Dev set: {c.title}", c.code) for c in load_set(DEV_SET) if c.id != "dev-00-reference"]
-    except (OSError, ValueError) as exc:
-        log.warning("dev set unavailable: %s", exc)
-    for name, title in EDGE_CASES:
-        path = FIXTURES / "chunks" / name
-        if path.is_file():
-            out.append(Example(f"Edge case: {title}", path.read_bytes().decode("latin-1")))
-    return out
+    """The reference chunk, the dev-set chunks and the edge cases (the list the demo warmer runs)."""
+    return builtin_examples()
 
 
 @dataclass(frozen=True)

@@ -103,10 +103,11 @@ class Job:
             return list(self._events.values())
 
 
-def monitor(job: Job, title: str, key: str, *, hint: str = "") -> None:
+def monitor(job: Job, title: str, key: str, *, hint: str = "", eta: Callable[[], str] | None = None) -> None:
     """Progress bars and a Cancel button for ``job``, redrawn every POLL_S by a fragment.
 
-    When the job publishes a partial result or ends, the whole page reruns so the panels redraw.
+    ``eta`` says what is still running and for how long, recomputed on every redraw. When the job
+    publishes a partial result or ends, the whole page reruns so the panels redraw.
     """
     seen = job.version
 
@@ -119,6 +120,8 @@ def monitor(job: Job, title: str, key: str, *, hint: str = "") -> None:
                      width="stretch", help="Stops after the current model call; finished stages stay.")
         what = "cancelling…" if job.cancel.is_set() else (job.note or "starting…")
         status = left.status(f"{title} · {job.elapsed:.0f} s · {what}", expanded=True, state="running")
+        if eta is not None:
+            status.markdown(f"**{eta()}**")
         if hint:
             status.caption(hint)
         for ev in job.snapshot():

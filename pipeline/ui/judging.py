@@ -10,7 +10,7 @@ import streamlit as st
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
 from pipeline.trace import Trace, ValidateRow, ValidateTrace
-from pipeline.ui import charts
+from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
     ICON_OK,
@@ -28,7 +28,8 @@ from pipeline.ui.highlight import Mark, legend
 
 def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltName] = (), key: str = "main") -> None:
     header(6, "Validator", "The local Qwen reads the chunk and each top candidate and says whether the record "
-                           "contains a direct string / API / pattern match; deterministic matching checks it.")
+                           "contains a direct string / API / pattern match; deterministic matching checks it.",
+           "panel-validate")
     for name, alt in for_each_alt(trace, lambda n, a: f"{n} · validator"):
         stage = alt.validation
         if name in pending and stage is not None and stage.status == "pending":
@@ -55,14 +56,7 @@ def _summary(stage: ValidateTrace) -> None:
 
 
 def _table(rows: list[ValidateRow], key: str) -> None:
-    df = pd.DataFrame([{
-        "rank": r.rank, "record": r.name, "Qwen": VERDICT_WORDS[r.verdict],
-        "score": r.judge_score if r.judge_score is not None else r.margin, "margin": r.margin,
-        "coverage": r.coverage, "threshold": r.threshold, "accepted": bool(r.accepted),
-        "verified evidence": len(r.verified_evidence), "shared facts": len(r.facts),
-        "disagreement": f"⚠ {r.disagreement}" if r.disagreement else "", "cached": r.cached,
-        "record_id": r.record_id} for r in rows])
-    st.dataframe(df, hide_index=True, placeholder="—", key=f"{key}_validate", column_config={
+    st.dataframe(views.validate_frame(rows), hide_index=True, placeholder="—", key=f"{key}_validate", column_config={
         "score": st.column_config.NumberColumn(format="%.2f", help="What the threshold applies to: Qwen's "
                                                "yes−no margin plus a prior from the evidence coverage."),
         "margin": st.column_config.NumberColumn(format="%.2f", help="Qwen's yes−no logit margin."),

@@ -10,7 +10,7 @@ import streamlit as st
 
 from pipeline.settings import AltName
 from pipeline.trace import FusionRow, FusionTrace, RerankTrace, Trace
-from pipeline.ui import charts
+from pipeline.ui import charts, views
 from pipeline.ui.charts import Shift
 from pipeline.ui.common import ICON_WAIT, TABLE_HEIGHT, fmt_seconds, for_each_alt, header, stage_notice
 
@@ -19,7 +19,7 @@ SHIFT_HELP = "Places moved versus the union order (+ = up)."
 
 def panel_ranking(trace: Trace, pending: Collection[AltName] = ()) -> None:
     header(5, "Fusion (D) / reranker (F)", "How the union is re-ordered: D fuses the two legs' scores, F asks a "
-                                          "reranking model; the slope chart shows who moved.")
+                                          "reranking model; the slope chart shows who moved.", "panel-ranking")
     for name, alt in for_each_alt(trace, lambda n, a: f"{n} · {'fusion' if n == 'D' else 'reranker'}"):
         if name == "D":
             _fusion(alt.fusion)
@@ -36,11 +36,7 @@ def _rrf_table(stage: FusionTrace) -> tuple[pd.DataFrame, dict[str, Any]]:
     st.markdown(f"**Reciprocal rank fusion**, k = {stage.rrf_k}: score = 2α/(k + BM25 rank) + "
                 f"2(1 − α)/(k + embedding rank), α = {stage.alpha:g}. Raw scores shown; the best possible is "
                 f"**{mx:.5f}** (rank 1 on both legs), so “share of max” says how close a candidate came.")
-    df = pd.DataFrame([{"rank": r.rank, "shift": r.shift, "record": r.name, "RRF score": r.score,
-                        "share of max": r.score / mx, "BM25 rank": r.bm25_rank, "BM25 part": r.bm25_contribution,
-                        "embedding rank": r.embedding_rank, "embedding part": r.embedding_contribution,
-                        "BM25 raw": r.bm25_score, "similarity": r.similarity, "record_id": r.record_id}
-                       for r in stage.rows])
+    df = views.fusion_frame(stage)
     cfg: dict[str, Any] = {
         "RRF score": st.column_config.NumberColumn(format="%.5f"),
         "share of max": st.column_config.ProgressColumn(format="%.2f", min_value=0.0, max_value=1.0),
@@ -52,11 +48,7 @@ def _rrf_table(stage: FusionTrace) -> tuple[pd.DataFrame, dict[str, Any]]:
 def _convex_table(stage: FusionTrace) -> tuple[pd.DataFrame, dict[str, Any]]:
     st.markdown(f"**{'Min-max' if stage.method == 'minmax' else 'Z-score'} fusion**, α = {stage.alpha}: score = α · "
                 "normalised BM25 + (1 − α) · normalised similarity.")
-    df = pd.DataFrame([{"rank": r.rank, "shift": r.shift, "record": r.name, "fused score": r.score,
-                        "BM25 raw": r.bm25_score, "BM25 norm": r.bm25_norm, "BM25 part": r.bm25_contribution,
-                        "similarity": r.similarity, "embedding norm": r.embedding_norm,
-                        "embedding part": r.embedding_contribution, "record_id": r.record_id}
-                       for r in stage.rows])
+    df = views.fusion_frame(stage)
     cfg: dict[str, Any] = {c: st.column_config.NumberColumn(format="%.3f") for c in
                            ("fused score", "BM25 norm", "BM25 part", "embedding norm", "embedding part", "similarity")}
     return df, cfg
@@ -89,9 +81,7 @@ def _rerank(stage: RerankTrace | None) -> None:
     if stage.scored:
         st.markdown(f"**{stage.reranker}** scored the union's top {stage.scored} (of {len(rows)}); the rest keep "
                     "their union order below them.")
-    df = pd.DataFrame([{"rank": r.rank, "shift": r.shift, "record": r.name, "reranker score": r.reranker_score,
-                        "union rank": r.before, "found by": r.provenance, "record_id": r.record_id} for r in rows])
-    st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
+    st.dataframe(views.rerank_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
         "reranker score": st.column_config.NumberColumn(format="%.2f", help="yes − no logit margin (Qwen) or the "
                                                         "cross-encoder's relevance score; empty = not reranked"),
         "shift": st.column_config.NumberColumn(format="%+d", help=SHIFT_HELP)})

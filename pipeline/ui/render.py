@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-import pandas as pd
 import streamlit as st
 
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
 from pipeline.trace import AlternativeTrace, BM25Row, FinalItem, Trace
-from pipeline.ui import charts
+from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
     ICON_OK,
     ICON_WAIT,
     TABLE_HEIGHT,
-    VERDICT_WORDS,
     fmt_seconds,
     for_each_alt,
     guarded,
@@ -63,7 +61,7 @@ def render_trace(trace: Trace, store: KBStore | None, *, pending: Collection[Alt
 def panel_chunk(trace: Trace) -> None:
     c = trace.chunk
     header(1, "Raw chunk", f"The code as the pipeline reads it: {c.n_lines} lines, {c.n_bytes:,} bytes, "
-                           f"language guess: {c.language}.")
+                           f"language guess: {c.language}.", "panel-chunk")
     for note in c.notices:
         st.warning(note)
     if c.language not in ("gdscript", "unknown"):
@@ -73,7 +71,7 @@ def panel_chunk(trace: Trace) -> None:
     q = trace.query
     if q is not None and q.rows:
         with st.expander(f"Query terms read off the chunk ({q.count} unique, parser: {q.parser})"):
-            st.dataframe(pd.DataFrame([r.model_dump() for r in q.rows]), hide_index=True, placeholder="—",
+            st.dataframe(views.query_frame(q), hide_index=True, placeholder="—",
                          height=TABLE_HEIGHT,
                          column_config={"term": "term (index form)", "as_written": "as written",
                                         "kind": "why it is a term", "count": st.column_config.NumberColumn("count")})
@@ -99,17 +97,14 @@ def _k(alt: AlternativeTrace, leg: str) -> str:
 
 def panel_bm25(trace: Trace, store: KBStore | None, key: str) -> None:
     header(2, "BM25 candidates", "Keyword leg: records ranked by BM25 over the chunk's identifiers, calls and "
-                                 "strings; the matched terms are what scored.")
+                                 "strings; the matched terms are what scored.", "panel-bm25")
     for name, alt in for_each_alt(trace, lambda n, a: f"{n} · top {_k(a, 'bm25')}"):
         stage = alt.bm25
         if not stage_notice(stage):
             continue
         assert stage is not None
         rows = stage.rows
-        df = pd.DataFrame([{"rank": r.rank, "record": r.name, "kind": r.kind, "score": r.score,
-                            "matched terms": ", ".join(f"{m.as_written} ({m.contribution:.1f})"
-                                                       for m in r.matched[:8] if m.contribution > 0),
-                            "record_id": r.record_id} for r in rows])
+        df = views.bm25_frame(stage)
         cfg = {"score": st.column_config.ProgressColumn("BM25 score", format="%.2f", min_value=0.0,
                                                         max_value=float(df["score"].max() or 1.0)),
                "matched terms": st.column_config.TextColumn("matched terms (contribution)", width="large")}
@@ -127,7 +122,7 @@ def panel_bm25(trace: Trace, store: KBStore | None, key: str) -> None:
 # --- 3 embedding -------------------------------------------------------------------------------
 def panel_embedding(trace: Trace) -> None:
     header(3, "Embedding candidates", "Semantic leg: cosine similarity between the chunk's embedding and each "
-                                      "record's embedding.")
+                                      "record's embedding.", "panel-embedding")
     for _name, alt in for_each_alt(trace, lambda n, a: f"{n} · top {_k(a, 'embedding')}"):
         stage = alt.embedding
         if not stage_notice(stage):
@@ -136,17 +131,16 @@ def panel_embedding(trace: Trace) -> None:
         st.altair_chart(charts.similarity_bars(stage.rows), width="stretch")
         st.caption(f"Top 15 of {stage.count} · model {stage.model} · {fmt_seconds(stage.ms)}")
         with st.expander(f"All {stage.count} embedding hits"):
-            df = pd.DataFrame([{"rank": r.rank, "record": r.name, "kind": r.kind, "similarity": r.similarity,
-                                "record_id": r.record_id} for r in stage.rows])
-            st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
-                "similarity": st.column_config.ProgressColumn("similarity", format="%.3f", min_value=0.0,
-                                                              max_value=1.0)})
+            st.dataframe(views.embedding_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT,
+                         column_config={"similarity": st.column_config.ProgressColumn(
+                             "similarity", format="%.3f", min_value=0.0, max_value=1.0)})
 
 
 # --- 4 union -----------------------------------------------------------------------------------
 def panel_union(trace: Trace) -> None:
     header(4, "Union of both legs", "Every record found by either leg, once: sections of the same page found "
-                                    "twice are merged into one candidate, and each keeps where it came from.")
+                                    "twice are merged into one candidate, and each keeps where it came from.",
+           "panel-union")
     for _name, alt in for_each_alt(trace):
         stage = alt.union
         if not stage_notice(stage):
@@ -158,19 +152,12 @@ def panel_union(trace: Trace) -> None:
         c1.metric("BM25 only", counts.get("bm25", 0))
         c2.metric("embedding only", counts.get("embedding", 0))
         c3.metric("both legs", counts.get("both", 0))
-        df = pd.DataFrame([{"union rank": r.union_rank, "record": r.name, "found by": r.provenance,
-                            "BM25 rank": r.bm25_rank, "embedding rank": r.embedding_rank,
-                            "BM25 score": r.bm25_score, "similarity": r.similarity,
-                            "merged records": len(r.members), "record_id": r.record_id} for r in stage.rows])
-        st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
+        st.dataframe(views.union_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
             "BM25 score": st.column_config.NumberColumn(format="%.2f"),
             "similarity": st.column_config.NumberColumn(format="%.3f")})
         if stage.merged:
-            names = {r.record_id: r.name for r in stage.rows}
             with st.expander(f"{len(stage.merged)} duplicate(s) merged"):
-                st.dataframe(pd.DataFrame([{"kept (best-ranked)": m.kept, "merged into it": m.merged,
-                                            "same page section": names.get(m.kept, m.kept)}
-                                           for m in stage.merged]), hide_index=True)
+                st.dataframe(views.merged_frame(stage), hide_index=True)
         else:
             st.caption("No duplicates to merge: no page section was found as two different records.")
 
@@ -183,15 +170,7 @@ def accepted_jsonl(final: list[FinalItem], store: KBStore | None) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-DECISIONS = {True: "accepted", False: "rejected", None: "not judged"}
-FINAL_COLUMNS = ["decision", "rank", "record", "source", "kind", "Qwen", "score", "evidence", "doc_path", "record_id"]
-
-
-def _final_df(items: list[FinalItem]) -> pd.DataFrame:
-    return pd.DataFrame([{"decision": DECISIONS[it.accepted], "rank": it.rank, "record": it.name,
-                          "source": it.source, "kind": it.kind, "Qwen": VERDICT_WORDS[it.verdict], "score": it.score,
-                          "evidence": ", ".join(it.evidence[:6]), "doc_path": it.doc_path or "",
-                          "record_id": it.record_id} for it in items], columns=FINAL_COLUMNS)
+_final_df = views.final_frame
 
 
 def _final_tables(name: AltName, alt: AlternativeTrace, key: str, cfg: dict[str, object]) -> None:
@@ -221,7 +200,7 @@ def _final_tables(name: AltName, alt: AlternativeTrace, key: str, cfg: dict[str,
 
 def panel_final(trace: Trace, store: KBStore | None, pending: Collection[AltName] = (), key: str = "main") -> None:
     header(7, "Final records", "What the PoC outputs: the accepted records (JSONL) and the ones the validator "
-                               "rejected, per alternative.")
+                               "rejected, per alternative.", "panel-final")
     for name, alt in for_each_alt(trace, lambda n, a: f"{n} · final"):
         # The split tables already say the decision; the hidden columns stay in the data (and in exports).
         cfg: dict[str, object] = {"score": st.column_config.NumberColumn(format="%.4f"), "source": None,

@@ -2,12 +2,13 @@
 
 The page only starts a run and draws the trace it gets back: the fast trace
 first, then each alternative as the job publishes it, then the finished trace
-(kept in this session's cache, so running the same chunk again is instant).
+(kept in this session's cache and on disk, so running the same chunk again,
+or an example the demo warmer ran, is instant). The job holds the warmer's
+pause lock while it works, so ``make demo``'s warmer yields the CPU to it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pipeline.settings import AltName, Settings
 from pipeline.trace import ChunkInfo, Trace
 from pipeline.ui.inputs import RunRequest, parse_chunk
 from pipeline.ui.jobs import Job
+from pipeline.warm import TraceCache, run_key, user_run
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +29,13 @@ SS_TRACES = "trace_cache"
 TRACE_CACHE_SIZE = 32
 
 
-def run_key(chunk: ChunkInfo, settings: Settings, kb_hash: str) -> str:
-    return hashlib.sha256("|".join([chunk.sha256, settings.cache_key(), kb_hash]).encode()).hexdigest()
+__all__ = ["RunState", "cache_trace", "current_run", "run_key", "start_run"]
+
+
+@st.cache_resource(show_spinner=False)
+def disk_traces() -> TraceCache:
+    """Finished traces on disk, shared by every session and by the demo warmer."""
+    return TraceCache()
 
 
 @dataclass
@@ -42,6 +49,7 @@ class RunState:
     full: Trace | None = None
     job: Job | None = None
     from_cache: bool = False
+    cache_origin: str = ""  # "session" or "disk": where a cached trace came from
     message: str = ""  # why the shown trace is incomplete (cancelled, failed)
 
     def refresh(self) -> None:
@@ -79,6 +87,11 @@ def _trace_cache() -> OrderedDict[str, Trace]:
 
 
 def cache_trace(key: str, trace: Trace) -> None:
+    """In this session (LRU) and on disk (for later sessions and restarts)."""
+    try:
+        disk_traces().put(key, trace)
+    except OSError as exc:  # a full or read-only cache folder costs only the instant re-run
+        log.warning("trace not cached on disk: %s", exc)
     cache = _trace_cache()
     cache[key] = trace
     cache.move_to_end(key)
@@ -99,7 +112,8 @@ def _model_job(engine: Engine, prepared: Prepared) -> Job:
             job.finish(name)
             job.publish(prepared.trace.model_copy(deep=True))
 
-        return engine.complete(prepared, job.progress, job.cancel.is_set, published)
+        with user_run():  # the demo warmer pauses while this holds
+            return engine.complete(prepared, job.progress, job.cancel.is_set, published)
 
     return Job(f"run {prepared.chunk.sha256[:8]}", target).start()
 
@@ -114,9 +128,14 @@ def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunSta
     if old is not None and old.job is not None and not old.job.done:
         old.job.cancel.set()  # a new run replaces the old one; the models would only be shared anyway
     key = run_key(chunk, settings, engine.store.content_hash)
-    cached = _trace_cache().get(key)
+    cached, where = _trace_cache().get(key), "session"
+    if cached is None:
+        cached, where = disk_traces().get(key), "disk"
+        if cached is not None:  # a second Run in this session is a session hit
+            _trace_cache()[key] = cached
     if cached is not None:
-        run = RunState(key, request.origin, chunk, settings, engine, cached, full=cached, from_cache=True)
+        run = RunState(key, request.origin, chunk, settings, engine, cached, full=cached, from_cache=True,
+                       cache_origin=where)
     else:
         try:
             with st.spinner("BM25, embedding, union and fusion…"):
