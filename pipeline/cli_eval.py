@@ -50,7 +50,14 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     from pipeline.engine import Engine
-    from pipeline.evaluate import DEV_SET, evaluate_set, evaluate_variants, load_set, ranking_variants
+    from pipeline.evaluate import (
+        DEV_SET,
+        evaluate_policies,
+        evaluate_set,
+        evaluate_variants,
+        load_set,
+        ranking_variants,
+    )
     from pipeline.settings import Settings
 
     try:
@@ -71,7 +78,13 @@ def eval_command(
             bar.close()
             _emit(f"{where}: {sum(1 for c in chunks if c.relevant)} labelled chunks", rows, as_json)
             return
-        report = evaluate_set(engine, chunks, Settings(alternatives=alt.alternatives, run_validator=validate), tick)
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate)
+        if validate:  # every accept policy side by side; verdicts are cached, so only the first run pays
+            reports = evaluate_policies(engine, chunks, settings, tick)
+            bar.close()
+            _policies(where, reports, as_json)
+            return
+        report = evaluate_set(engine, chunks, settings, tick)
         bar.close()
     except Exception as exc:  # a clear line, never a traceback
         fail(message(exc))
@@ -90,3 +103,25 @@ def _emit(title: str, rows: dict[str, dict[str, float]], as_json: bool) -> None:
         typer.echo(json.dumps({"set": title, "metrics": rows}, indent=1, sort_keys=True))
     else:
         _table(title, rows)
+
+
+def _policies(where: str, reports: dict, as_json: bool) -> None:
+    rows = []
+    for policy, report in reports.items():
+        for alt, acc in report.accept.items():
+            cal = report.calibration.get(alt, {})
+            rows.append({"policy": policy, "alternative": alt, **acc, "auc_p": cal.get("auc"),
+                         "qwen_calls_per_chunk": cal.get("qwen_calls_per_chunk"),
+                         "decided_without_qwen": cal.get("decided_without_qwen"), "reliability": cal.get("bins")})
+    if as_json:
+        typer.echo(json.dumps({"set": where, "policies": rows,
+                               "ranking": next(iter(reports.values())).metrics}, indent=1, sort_keys=True))
+        return
+    _table(where, next(iter(reports.values())).metrics)
+    typer.echo(f"{'policy':<18}{'alt':>4}{'precision':>11}{'recall':>9}{'AUC p':>8}{'must-not':>10}{'accepted':>10}"
+               f"{'Qwen/chunk':>12}")
+    for r in rows:
+        auc = f"{r['auc_p']:.3f}" if r["auc_p"] is not None else "—"
+        calls = f"{r['qwen_calls_per_chunk']:.1f}" if r["qwen_calls_per_chunk"] is not None else "—"
+        typer.echo(f"{r['policy']:<18}{r['alternative']:>4}{r['accept_precision']:>11.3f}{r['accept_recall']:>9.3f}"
+                   f"{auc:>8}{r['must_not_accept_violations']:>10.0f}{r['accepted_pages']:>10.0f}{calls:>12}")

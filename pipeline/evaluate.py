@@ -6,6 +6,7 @@ Rankings are page-level: a system's ranked records are collapsed to their
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 from collections.abc import Callable, Iterable
@@ -90,6 +91,7 @@ class EvalReport:
     accept: dict[str, dict[str, float]] = field(default_factory=dict)
     traces: dict[str, Trace] = field(default_factory=dict)
     n_ranked: int = 0
+    calibration: dict[str, dict] = field(default_factory=dict)  # alternative -> AUC of p, reliability bins, calls
 
 
 def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]) -> tuple[dict, dict]:
@@ -153,7 +155,52 @@ def evaluate_set(engine: Engine, chunks: list[LabelledChunk], settings: Settings
         progress(ProgressEvent("evaluate", len(chunks), len(chunks), note="computing metrics"))
     qrels = {c.id: dict(c.relevant) for c in chunks if c.relevant}
     overall, per_q = _ranx(qrels, runs) if qrels else ({}, {})
-    return EvalReport(overall, per_q, accept_metrics(traces, chunks), traces, len(qrels))
+    return EvalReport(overall, per_q, accept_metrics(traces, chunks), traces, len(qrels),
+                      probability_metrics(traces, chunks))
+
+
+def probability_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk], bins: int = 5) -> dict[str, dict]:
+    """Per alternative: AUC of the accept model's p against page relevance, its reliability curve, Qwen calls."""
+    by_id = {c.id: c for c in chunks}
+    out: dict[str, dict] = {}
+    for alt in sorted({a for t in traces.values() for a in t.alternatives}):
+        ps, ys, calls, saved = [], [], 0, 0
+        for cid, trace in traces.items():
+            a = trace.alternatives.get(alt)
+            if a is None or a.validation is None or a.validation.status not in ("ok", "error"):
+                continue
+            calls += a.validation.judged + a.validation.cached
+            saved += a.validation.skipped
+            for r in a.validation.judged_rows:
+                if r.p is not None:
+                    ps.append(r.p)
+                    ys.append(int((r.doc_path or "") in by_id[cid].relevant))
+        if not ps:
+            continue
+        entry: dict = {"judged": len(ps), "qwen_calls_per_chunk": calls / max(len(traces), 1),
+                       "decided_without_qwen": saved, "auc": None, "bins": []}
+        if 0 < sum(ys) < len(ys):
+            from sklearn.metrics import roc_auc_score
+
+            entry["auc"] = float(roc_auc_score(ys, ps))
+        edges = np.linspace(0.0, 1.0, bins + 1)
+        for lo, hi in itertools.pairwise(edges):
+            sel = [(p, y) for p, y in zip(ps, ys, strict=True) if lo <= p < hi or (hi == 1.0 and p == 1.0)]
+            if sel:
+                entry["bins"].append({"p_mean": float(np.mean([p for p, _ in sel])),
+                                      "relevant_share": float(np.mean([y for _, y in sel])), "n": len(sel)})
+        out[alt] = entry
+    return out
+
+
+def evaluate_policies(engine: Engine, chunks: list[LabelledChunk], settings: Settings,
+                      progress: Callable[[ProgressEvent], None] | None = None) -> dict[str, EvalReport]:
+    """The same chunks under every accept policy (cached verdicts make all but the first cheap)."""
+    from pipeline.settings import POLICIES
+
+    return {policy: evaluate_set(engine, chunks, settings.model_copy(update={"accept_policy": policy,
+                                                                             "run_validator": True}), progress)
+            for policy in POLICIES}
 
 
 # --- the variants table (issue 2/4): every ranker measured on the same chunks, in one run ---------------

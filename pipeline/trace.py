@@ -294,6 +294,8 @@ class FinalItem(RecordRef):
     evidence: list[str] = Field(default_factory=list)
     accepted: bool | None = None
     group: list[str] = Field(default_factory=list)  # other record ids merged into this candidate
+    p: float | None = None  # the accept model's probability (policy "calibrated")
+    why: list[str] = Field(default_factory=list)  # its largest contributions, e.g. "coverage +1.20"
 
 
 class AlternativeTrace(BaseModel):

@@ -69,6 +69,11 @@ class OverlapReranker:
         return out
 
 
+# What the fake hub stands in for: the Qwen reranker (a term-overlap scorer) and the rule-based accept policy
+# (the small KB has no trained ranker or accept model; those are tested in test_training and test_validator).
+RULES: dict[str, str] = {"reranker": "qwen", "accept_policy": "qwen_and_evidence"}
+
+
 class FakeHub(ModelHub):
     """The real hub, except the Qwen models: a scripted LM judges and a term-overlap scorer reranks."""
 

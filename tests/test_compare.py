@@ -13,14 +13,14 @@ from pipeline.settings import Settings
 from pipeline.stages.validate import VerdictCache
 from pipeline.trace import PIPELINE_ORDER, Trace
 from pipeline.ui.compare import agreement, latency_frame, model_usage, shift_rows
-from tests.fakes import DASH_CHUNK, DASH_RECORDS, SMALL_KB, FakeHub, OverlapReranker
+from tests.fakes import DASH_CHUNK, DASH_RECORDS, RULES, SMALL_KB, FakeHub, OverlapReranker
 
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
     engine = Engine.open([SMALL_KB], hub=FakeHub())
     engine.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
-    return engine.run(DASH_CHUNK, Settings(validator_top_k=6))
+    return engine.run(DASH_CHUNK, Settings(**RULES, validator_top_k=6))
 
 
 def test_agreement_splits_the_accepted_records(trace: Trace) -> None:

@@ -20,7 +20,7 @@ from pipeline.stages import bm25, dense, fusion, query, union
 from pipeline.stages.rerank import UNION_ORDER, Rerank
 from pipeline.stages.validate import VerdictCache
 from pipeline.trace import BM25Row, ProgressEvent, RecordRef, RerankRow, Trace
-from tests.fakes import DASH_CHUNK, DASH_RECORDS, SMALL_KB, FakeHub, OverlapReranker, ScriptedLM
+from tests.fakes import DASH_CHUNK, DASH_RECORDS, RULES, SMALL_KB, FakeHub, OverlapReranker, ScriptedLM
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_record_ref_of_a_record_and_of_a_row(small: Engine) -> None:
 # --- two phases ----------------------------------------------------------------------------------
 def test_fast_phase_is_drawable_and_the_model_phase_recomputes_nothing(small: Engine,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    prepared = small.prepare(DASH_CHUNK, Settings(validator_top_k=3))
+    prepared = small.prepare(DASH_CHUNK, Settings(**RULES, validator_top_k=3))
     trace = prepared.trace
     assert trace.pending == {"D", "F"} and prepared.needs_models
     for alt in trace.alternatives.values():
@@ -95,7 +95,7 @@ def test_fast_phase_is_drawable_and_the_model_phase_recomputes_nothing(small: En
 
 
 def test_validator_decisions_reach_the_final_list(small: Engine) -> None:
-    trace = small.run(DASH_CHUNK, Settings(alternatives=("D",), validator_top_k=4))
+    trace = small.run(DASH_CHUNK, Settings(**RULES, alternatives=("D",), validator_top_k=4))
     d = trace.alternatives["D"]
     accepted = {it.record_id for it in d.final if it.accepted}
     assert accepted and accepted <= DASH_RECORDS
@@ -110,7 +110,7 @@ def test_validator_decisions_reach_the_final_list(small: Engine) -> None:
 
 
 def test_json_round_trip_of_a_complete_trace(small: Engine) -> None:
-    trace = small.run(DASH_CHUNK, Settings(validator_top_k=3))
+    trace = small.run(DASH_CHUNK, Settings(**RULES, validator_top_k=3))
     again = Trace.model_validate_json(trace.model_dump_json())
     assert again == trace
     assert again.alternatives["F"].rerank == trace.alternatives["F"].rerank
@@ -122,7 +122,7 @@ def test_cancel_stops_judging_and_leaves_nothing_pending(small: Engine, tmp_path
     scripted = lm(small)
     monkeypatch.setattr(small, "verdicts", VerdictCache(tmp_path))  # a cold cache: every verdict is judged
     before = scripted.calls
-    trace = small.run(DASH_CHUNK, Settings(alternatives=("D",), validator_top_k=4),
+    trace = small.run(DASH_CHUNK, Settings(**RULES, alternatives=("D",), validator_top_k=4),
                       cancelled=lambda: scripted.calls > before)
     rows = trace.alternatives["D"].validation.judged_rows
     assert scripted.calls == before + 1
@@ -132,7 +132,7 @@ def test_cancel_stops_judging_and_leaves_nothing_pending(small: Engine, tmp_path
 
 
 def test_cancel_before_the_reranker_keeps_the_union_order(small: Engine) -> None:
-    trace = small.run(DASH_CHUNK, Settings(alternatives=("F",), run_validator=False), cancelled=lambda: True)
+    trace = small.run(DASH_CHUNK, Settings(**RULES, alternatives=("F",), run_validator=False), cancelled=lambda: True)
     f = trace.alternatives["F"]
     assert f.rerank is not None and f.rerank.status == "not_run" and "cancelled" in f.rerank.message
     assert [r.rank for r in f.rerank.rows] == [r.union_rank for r in f.union.rows]
@@ -140,7 +140,7 @@ def test_cancel_before_the_reranker_keeps_the_union_order(small: Engine) -> None
 
 # --- F's rerank stage ------------------------------------------------------------------------------
 def test_rerank_stage_orders_by_score_and_keeps_the_tail_in_union_order(small: Engine) -> None:
-    prepared = small.prepare(DASH_CHUNK, Settings(alternatives=("F",), run_validator=False))
+    prepared = small.prepare(DASH_CHUNK, Settings(**RULES, alternatives=("F",), run_validator=False))
     u = prepared.unions["F"]
     assert len(u.candidates) >= 4
     stage = Rerank(small.store, OverlapReranker(), top_n=3)

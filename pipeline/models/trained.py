@@ -35,8 +35,8 @@ def cross_encoder(kb_hash: str) -> Path:
 
     folder = defaults.ready("cross_encoder", kb_hash)
     if folder is None:
-        raise ModelError("no cross-encoder trained here; train it with "
-                         "`python -m pipeline models train --cross-encoder` (or point the setting at a bge folder)")
+        raise ModelError("no cross-encoder: set GDPOC_BGE_RERANKER or the reranker model setting to a bge folder, "
+                         "or train one here with `python -m pipeline models train --cross-encoder`")
     return folder / "model"
 
 

@@ -85,10 +85,9 @@ class Calibrated:
         ordered = [checks[n] for n in range(len(scope))]
         ordered += [Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
                           "not_run", None) for it in final[stage.top_k:]]
-        from pipeline.stages.validate import shown
+        from pipeline.stages.validate import decided
 
-        out = [c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": shown(c)})
-               for c in ordered]
+        out = [decided(c) for c in ordered]
         return ValidateResult(ordered, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
                               stats.prompt_tokens, stats.reused_tokens, self.model.name, len(scope) - len(pending))
 

@@ -133,8 +133,7 @@ class Validate:
             checks.append(self.check(chunk, item, record, ev, stats, cancelled))
         if progress and todo:
             progress(todo, todo, "")
-        out = [c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": shown(c)})
-               for c in checks]
+        out = [decided(c) for c in checks]
         return ValidateResult(checks, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
                               stats.prompt_tokens, stats.reused_tokens)
 
@@ -199,6 +198,13 @@ class Validate:
             prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens,
             accept_model=result.accept_model, skipped=result.skipped,
             p_threshold=self.accept.model.threshold if self.accept else None)
+
+
+def decided(c: Check) -> FinalItem:
+    """The final item with the decision, its evidence, and (calibrated policy) p and why."""
+    why = [f"{x.feature} {x.contribution:+.2f}" for x in c.contributions[:4]]
+    return c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": shown(c),
+                                     "p": None if c.p is None else round(c.p, 4), "why": why})
 
 
 def shown(c: Check) -> list[str]:

@@ -9,7 +9,16 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from pipeline.trace import PIPELINE_ORDER, EmbeddingRow, FusionRow, RankedRow, RecordRef, RerankRow, ValidateRow
+from pipeline.trace import (
+    PIPELINE_ORDER,
+    Contribution,
+    EmbeddingRow,
+    FusionRow,
+    RankedRow,
+    RecordRef,
+    RerankRow,
+    ValidateRow,
+)
 
 UP, DOWN, SAME = "moved up", "moved down", "unchanged"
 DIRECTION_SCALE = alt.Scale(domain=[UP, DOWN, SAME], range=["#22a35a", "#e0484b", "#8c8c8c"])
@@ -170,3 +179,53 @@ def metric_bars(df: pd.DataFrame, value: str = "value") -> alt.Chart:
         column=alt.Column("metric:N", title=None),
         tooltip=["system", "metric", alt.Tooltip(f"{value}:Q", format=".3f")],
     ).properties(width=150, height=200)
+
+
+def p_chart(rows: Sequence[ValidateRow], threshold: float | None) -> alt.LayerChart | alt.Chart:
+    """The accept model's p per judged candidate, with the threshold as a rule; hollow = decided without Qwen."""
+    df = pd.DataFrame([{"label": row_label(r, r.rank), "record": r.record_id, "p": r.p,
+                        "asked": "Qwen asked" if r.asked_qwen else "decided without Qwen",
+                        "accepted": "accepted" if r.accepted else "not accepted"} for r in rows if r.p is not None])
+    x = alt.X("p:Q", title="p (calibrated probability of direct evidence)", scale=alt.Scale(domain=[0, 1]))
+    bars = alt.Chart(df).mark_bar().encode(
+        x=x, y=_y(), color=alt.Color("accepted:N", scale=alt.Scale(domain=["accepted", "not accepted"],
+                                                                   range=["#2e7d32", "#c62828"]),
+                                     legend=alt.Legend(orient="bottom", title=None)),
+        opacity=alt.Opacity("asked:N", scale=alt.Scale(domain=["Qwen asked", "decided without Qwen"],
+                                                       range=[1.0, 0.45]), legend=alt.Legend(orient="bottom",
+                                                                                            title=None)),
+        tooltip=["record", "accepted", "asked", alt.Tooltip("p:Q", format=".3f")])
+    if threshold is None:
+        return bars.properties(height=STEP)
+    rule = alt.Chart(pd.DataFrame({"p": [threshold]})).mark_rule(strokeDash=[5, 3], strokeWidth=2,
+                                                                 color=RULE).encode(x=x)
+    return (bars + rule).properties(height=STEP)
+
+
+def contribution_chart(contributions: Sequence[Contribution]) -> alt.Chart:
+    """Each feature's share of p's log-odds: green raises p, red lowers it."""
+    df = pd.DataFrame([{"feature": f"{c.feature} = {c.value:g}", "contribution": c.contribution,
+                        "sign": "raises p" if c.contribution >= 0 else "lowers p"} for c in contributions])
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("contribution:Q", title="contribution to log-odds of p"),
+        y=alt.Y("feature:N", sort=None, title=None),
+        color=alt.Color("sign:N", scale=alt.Scale(domain=["raises p", "lowers p"], range=["#2e7d32", "#c62828"]),
+                        legend=None),
+        tooltip=["feature", alt.Tooltip("contribution:Q", format="+.3f")]).properties(height={"step": 18})
+
+
+def reliability_chart(calibration: dict[str, dict]) -> alt.LayerChart:
+    """Mean p per bin vs the share of relevant records in it, per alternative, with the diagonal."""
+    df = pd.DataFrame([{"alternative": a, **b} for a, cal in calibration.items() for b in cal.get("bins", [])])
+    axis = alt.Scale(domain=[0, 1])
+    diag = alt.Chart(pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})).mark_line(strokeDash=[4, 3], color=RULE
+                                                                                 ).encode(x="x:Q", y="y:Q")
+    if df.empty:
+        return diag + diag
+    pts = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("p_mean:Q", title="mean p in the bin", scale=axis),
+        y=alt.Y("relevant_share:Q", title="share actually relevant", scale=axis),
+        color=alt.Color("alternative:N", legend=alt.Legend(orient="bottom")),
+        tooltip=["alternative", alt.Tooltip("p_mean:Q", format=".2f"), alt.Tooltip("relevant_share:Q", format=".2f"),
+                 "n"])
+    return (diag + pts).properties(width=320, height=320)

@@ -149,6 +149,8 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
         long = pd.DataFrame([{"system": a, "metric": m.replace("accept_", "accept "), "value": v[m]}
                              for a, v in sorted(report.accept.items()) for m in ("accept_precision", "accept_recall")])
         st.altair_chart(charts.metric_bars(long), width="content")
+    if report.calibration:
+        _calibration(report)
 
     if report.per_chunk:
         st.subheader("Per chunk", divider="gray")
@@ -160,3 +162,17 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
                 for cid, v in sorted(report.per_chunk.items())]
         st.dataframe(pd.DataFrame(rows), hide_index=True, placeholder="—", height=360, column_config={
             SYSTEM_LABELS.get(s, s): st.column_config.NumberColumn(format="%.3f") for s in systems})
+
+
+def _calibration(report: EvalReport) -> None:
+    st.subheader("Is p a probability?", divider="gray")
+    st.caption("The accept model's p against page relevance: a p of 0.8 should be right about 8 times in 10 (the "
+               "diagonal). AUC says how well p separates relevant from other judged records; Qwen calls per "
+               "chunk count what the LLM was asked (an empty-chunk margin is cached per record).")
+    cols = st.columns(len(report.calibration))
+    for col, (alt, cal) in zip(cols, sorted(report.calibration.items()), strict=True):
+        auc = f"{cal['auc']:.3f}" if cal.get("auc") is not None else "—"
+        col.metric(f"{alt}: AUC of p", auc)
+        col.caption(f"{cal['judged']} judged records · {cal['qwen_calls_per_chunk']:.1f} Qwen calls per chunk · "
+                    f"{cal['decided_without_qwen']} decided without Qwen")
+    st.altair_chart(charts.reliability_chart(report.calibration), width="content")

@@ -48,11 +48,16 @@ def _summary(stage: ValidateTrace) -> None:
     threshold = stage.threshold if stage.threshold is not None else "—"
     st.markdown(f"**Model:** {stage.model or 'none (no model)'} · **policy:** {stage.policy_text} · "
                 f"**threshold:** {threshold} · judges the top {stage.top_k}")
-    c = st.columns(4)
-    c[0].metric("judged now", stage.judged)
+    if stage.accept_model:
+        st.caption(f"Decided by the **{stage.accept_model}**: accept when p ≥ {stage.p_threshold:.2f} and a fact is "
+                   f"shared. Qwen was asked only where it could change the decision; "
+                   f"{stage.skipped} of {len(stage.judged_rows)} were decided without it.")
+    c = st.columns(5)
+    c[0].metric("judged now", stage.judged, help="Qwen calls made (a record's empty-chunk margin counts too).")
     c[1].metric("from cache", stage.cached)
-    c[2].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
-    c[3].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
+    c[2].metric("decided without Qwen", stage.skipped, help="Calls saved: Qwen could not change these decisions.")
+    c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
+    c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
 
 
 def _table(rows: list[ValidateRow], key: str) -> None:
@@ -63,6 +68,8 @@ def _table(rows: list[ValidateRow], key: str) -> None:
         "coverage": st.column_config.NumberColumn(format="%.2f", help="Share of the chunk's facts found in the "
                                                   "record (deterministic)."),
         "threshold": st.column_config.NumberColumn(format="%.2f"),
+        "p": st.column_config.ProgressColumn("p", format="%.2f", min_value=0.0, max_value=1.0,
+                                             help="The accept model's calibrated probability."),
         "accepted": st.column_config.CheckboxColumn("accepted"),
         "disagreement": st.column_config.TextColumn("Qwen vs deterministic", width="medium")})
 
@@ -74,7 +81,11 @@ def _validate(stage: ValidateTrace, chunk: str, store: KBStore | None, key: str)
         st.info("No candidate was in the validator's scope (top k = 0).")
         return
     _table(judged, key)
-    if any(r.margin is not None for r in judged):
+    if any(r.p is not None for r in judged):
+        st.markdown("**p vs threshold** — the accept model's calibrated probability; faded bars were decided "
+                    "without Qwen")
+        st.altair_chart(charts.p_chart(judged, stage.p_threshold), width="stretch")
+    elif any(r.margin is not None for r in judged):
         st.markdown("**Score vs threshold** — Qwen says yes when its judge score reaches the dashed rule")
         st.altair_chart(charts.margin_chart(judged, stage.threshold), width="stretch")
     st.html(legend(["fact", "evidence", "unverified"]))
@@ -108,6 +119,11 @@ def _verdict_line(r: ValidateRow) -> str:
 
 
 def _judgement(r: ValidateRow, chunk: str, store: KBStore | None) -> None:
+    if r.p is not None:
+        st.markdown(f"**p = {r.p:.3f}** (threshold {r.p_threshold:.2f}) · "
+                    + ("Qwen asked" if r.asked_qwen else "decided without Qwen") + (f" · {r.note}" if r.note else ""))
+        if r.contributions:
+            st.altair_chart(charts.contribution_chart(r.contributions), width="stretch")
     if r.disagreement:
         st.warning(f"Qwen and the deterministic evidence disagree: {r.disagreement}", icon=ICON_WARN)
     if r.message:

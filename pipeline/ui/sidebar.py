@@ -14,12 +14,13 @@ from pydantic import ValidationError
 
 from pipeline.errors import describe
 from pipeline.models import provision
-from pipeline.settings import POLICIES, SECONDS_PER_JUDGEMENT, Settings
+from pipeline.settings import POLICIES, SECONDS_PER_JUDGEMENT, TRAINED, Settings
 from pipeline.ui.engines import BUILTIN, SS_KB_CHOICE, UPLOADED, UserKB, load_user_kb, user_kb
 
 FUSION_LABELS = {"rrf": "RRF (reciprocal rank fusion)", "minmax": "min-max + α", "zscore": "z-score + α"}
-RERANKER_LABELS = {"qwen": "Qwen 0.5B yes/no (local)", "bge": "bge-reranker (local folder)",
-                   "none": "none (keep union order)"}
+RERANKER_LABELS = {"learned": "learned ranker (LightGBM, trained from the docs)",
+                   "bge": "cross-encoder via FlagEmbedding (trained here, or a bge folder)",
+                   "qwen": "Qwen 0.5B yes/no (local, ~2 s/candidate)", "none": "none (keep union order)"}
 VALIDATOR_LABELS = {"qwen-1.5b": f"Qwen2.5-Coder 1.5B (~{SECONDS_PER_JUDGEMENT['qwen-1.5b']:g} s/candidate)",
                     "qwen-0.5b": f"Qwen2.5-Coder 0.5B (~{SECONDS_PER_JUDGEMENT['qwen-0.5b']:g} s/candidate)"}
 KEEP: dict[str, Any] = {"persist_state": "session"}  # widget values survive page switches
@@ -69,7 +70,8 @@ def _reranker() -> dict[str, Any]:
     with st.expander("F · reranker"):
         reranker = _select("Backend", "reranker", RERANKER_LABELS)
         model = st.text_input("Model path (optional)", "", key="s_reranker_model", placeholder="default model",
-                              help="A GGUF file for the Qwen backend, a local folder for bge.", **KEEP)
+                              help="The learned ranker's or a cross-encoder's folder, or a GGUF for Qwen; empty: "
+                                   "the one trained here.", **KEEP)
         top_n = number("Rerank the top N of the union", "rerank_top_n")
     return {"reranker": reranker, "reranker_model": model.strip() or None, "rerank_top_n": top_n}
 
@@ -97,7 +99,9 @@ def _validator(default_on: bool) -> dict[str, Any]:
 def _embedders() -> dict[str, Any]:
     with st.expander("Embedders"):
         d = st.text_input("D embedder folder", "", key="s_embedder", placeholder="all-MiniLM-L6-v2", **KEEP)
-        f = st.text_input("F embedder folder", "", key="s_f_embedder", placeholder="same as D", **KEEP)
+        f = st.text_input("F embedder folder", TRAINED, key="s_f_embedder", placeholder="same as D", **KEEP,
+                          help=f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is "
+                               "trained); a sentence-transformers folder; empty: the same as D.")
     return {"embedder": d.strip() or None, "f_embedder": f.strip() or None}
 
 

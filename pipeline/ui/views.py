@@ -31,7 +31,8 @@ from pipeline.ui.charts import Shift
 VERDICT_WORDS: dict[str, str] = {"yes": "yes", "no": "no", "not_run": "not run", "error": "error",
                                  "timeout": "timeout", "unparsable": "unparsable", "cancelled": "cancelled"}
 DECISIONS = {True: "accepted", False: "rejected", None: "not judged"}
-FINAL_COLUMNS = ["decision", "rank", "record", "source", "kind", "Qwen", "score", "evidence", "doc_path", "record_id"]
+FINAL_COLUMNS = ["decision", "rank", "record", "source", "kind", "Qwen", "score", "p", "evidence", "why", "doc_path",
+                 "record_id"]
 
 
 # --- panels 1-4 --------------------------------------------------------------------------------
@@ -102,7 +103,9 @@ def rerank_frame(stage: RerankTrace) -> pd.DataFrame:
 # --- panels 6-7 --------------------------------------------------------------------------------
 def validate_frame(rows: list[ValidateRow]) -> pd.DataFrame:
     return pd.DataFrame([{
-        "rank": r.rank, "record": r.name, "Qwen": VERDICT_WORDS.get(r.verdict, r.verdict),
+        "rank": r.rank, "record": r.name, "p": r.p,
+        "Qwen asked": {True: "yes", False: "no (decided without)", None: ""}[r.asked_qwen],
+        "Qwen": VERDICT_WORDS.get(r.verdict, r.verdict),
         "score": r.judge_score if r.judge_score is not None else r.margin, "margin": r.margin,
         "coverage": r.coverage, "threshold": r.threshold, "accepted": bool(r.accepted),
         "verified evidence": len(r.verified_evidence), "shared facts": len(r.facts),
@@ -113,7 +116,8 @@ def validate_frame(rows: list[ValidateRow]) -> pd.DataFrame:
 def final_frame(items: list[FinalItem]) -> pd.DataFrame:
     return pd.DataFrame([{"decision": DECISIONS[it.accepted], "rank": it.rank, "record": it.name,
                           "source": it.source, "kind": it.kind, "Qwen": VERDICT_WORDS.get(it.verdict, it.verdict),
-                          "score": it.score, "evidence": ", ".join(it.evidence[:6]), "doc_path": it.doc_path or "",
+                          "score": it.score, "p": it.p, "evidence": ", ".join(it.evidence[:6]),
+                          "why": ", ".join(it.why), "doc_path": it.doc_path or "",
                           "record_id": it.record_id} for it in items], columns=FINAL_COLUMNS)
 
 

@@ -1,0 +1,69 @@
+"""Policy "calibrated" on the small KB with a known accept model: gating, p, contributions, fallbacks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.accept import FREE, LLM, AcceptModel, Linear
+from pipeline.engine import Engine
+from pipeline.settings import Settings
+from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub
+
+
+def _linear(names: list[str], weights: dict[str, float], intercept: float) -> Linear:
+    return Linear(names, [0.0] * len(names), [1.0] * len(names), [weights.get(n, 0.0) for n in names], intercept,
+                  (1.0, 0.0))
+
+
+# p0 rises with shared facts; p1 adds Qwen's margin (the scripted LM says +5 to start_dash records, −5 to the rest).
+MODEL = AcceptModel(free=_linear(list(FREE), {"facts": 1.5}, -2.0),
+                    full=_linear([*FREE, *LLM], {"facts": 1.0, "margin": 1.0}, -2.0),
+                    threshold=0.9, ask_above=0.5, name="test accept model")
+
+
+class AcceptHub(FakeHub):
+    def accept_model(self, kb_hash: str) -> AcceptModel:
+        return MODEL
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine.open([SMALL_KB], hub=AcceptHub())
+
+
+def test_qwen_is_asked_only_where_it_can_change_the_decision(engine: Engine) -> None:
+    hub = engine.hub
+    assert isinstance(hub, AcceptHub)
+    before = hub.lm.calls
+    alt = engine.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=6)).alternatives["D"]
+    v = alt.validation
+    assert v is not None and v.accept_model == "test accept model" and v.p_threshold == 0.9
+    rows = v.judged_rows
+    skipped = [r for r in rows if r.asked_qwen is False]
+    asked = [r for r in rows if r.asked_qwen]
+    assert skipped and asked and v.skipped == len(skipped)
+    for r in skipped:  # below the band: rejected on the free features alone, and the row says so
+        assert r.p is not None and r.p < MODEL.ask_above and r.accepted is False
+        assert r.note == f"decided without Qwen: p = {r.p:.2f}" and r.margin is None
+    # Qwen was asked once per asked record for this chunk and once for an empty chunk
+    assert hub.lm.calls - before == 2 * len(asked)
+    for r in asked:
+        assert r.p is not None and r.margin is not None
+        logit = math.log(r.p / (1 - r.p))
+        # the contributions add up (with the bias) to p's log-odds exactly
+        assert sum(c.contribution for c in r.contributions) + MODEL.full.base() == pytest.approx(logit, abs=1e-3)
+        assert r.accepted == (r.p >= 0.9 and bool(r.facts))
+    accepted = [it for it in alt.final if it.accepted]
+    assert accepted and all(it.p is not None and it.p >= 0.9 and it.why for it in accepted)
+    assert all(it.evidence for it in accepted)  # Qwen's evidence list, checked literally, for every accept
+
+
+def test_without_an_accept_model_the_rules_decide_and_say_so() -> None:
+    eng = Engine.open([SMALL_KB], hub=FakeHub())  # the small KB has no trained accept model
+    alt = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=4)).alternatives["D"]
+    v = alt.validation
+    assert v is not None and v.policy == "qwen_and_evidence" and v.accept_model is None
+    assert "accept model unavailable" in v.message and "rule-based policy" in v.message
+    assert all(r.p is None for r in v.judged_rows)
