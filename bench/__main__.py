@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ["retrieval", "models", "scale", "rst_parse"]
+SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers"]
 
 
 def _load(name: str) -> dict | None:
@@ -100,10 +100,42 @@ def render() -> str:
     if sc:
         lines += [f"## Scale curves (measured {sc['measured_at']})", "", sc.get("markdown", ""), ""]
     lines += _rst_parse_section()
+    lines += _rankers_section()
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]
     return "\n".join(lines)
+
+
+def _metrics_table(rows: dict[str, dict[str, float]]) -> list[str]:
+    out = ["| system | nDCG@10 | MRR | Recall@50 |", "|---|---|---|---|"]
+    for name, m in rows.items():
+        out.append(f"| {name} | {m.get('ndcg@10', float('nan')):.4f} | {m.get('mrr', float('nan')):.4f} | "
+                   f"{m.get('recall@50', float('nan')):.4f} |")
+    return out
+
+
+def _rankers_section() -> list[str]:
+    rk = _load("rankers")
+    if not rk:
+        return []
+    lines = [f"## Rankers learned from the docs (measured {rk['measured_at']}, `python -m bench.rankers`)", "",
+             f"Dev set, **test half** ({rk['dev_test_chunks']} labelled chunks; nothing was tuned or trained on it), "
+             "page-level:", "", *_metrics_table(rk["dev_test"]), "",
+             f"Dev set, tune half ({rk['dev_tune_chunks']} labelled chunks; α, thresholds and k were chosen here):",
+             "", *_metrics_table(rk["dev_tune"]), "",
+             f"Held-out docs pages ({rk['heldout_queries']:.0f} crops of the training data's test pages, which no "
+             "model trained on; each crop's own records hidden, as real code is never in the docs verbatim):", "",
+             *_metrics_table(rk["heldout"]), "",
+             "F's reranking of the reference chunk's union, median of 3 in one run (the text rerankers score the "
+             "union's top 30 from a cold cache; the learned ranker scores every union candidate):", "",
+             "| reranker | ms | candidates scored |", "|---|---|---|"]
+    for name, lat in rk["rerank_latency"].items():
+        if lat is None or "error" in lat:
+            lines.append(f"| {name} | not measured: {lat.get('error') if lat else 'not run'} | |")
+        else:
+            lines.append(f"| {name} | {lat['median_ms']:,.0f} | {lat['scored']:.0f} |")
+    return [*lines, ""]
 
 
 def _rst_parse_section() -> list[str]:
