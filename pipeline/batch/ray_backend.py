@@ -85,8 +85,11 @@ class RayBackend:
             local = {} if self.address else {"num_cpus": self.workers or os.cpu_count() or 1,
                                              "object_store_memory": OBJECT_STORE_BYTES,
                                              "_node_ip_address": "127.0.0.1"}
-            ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
-                     log_to_driver=True, **local)
+            try:
+                ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
+                         log_to_driver=True, **local)
+            except Exception as exc:  # a bad address, a cluster of another Ray version, no /tmp space, ...
+                raise BatchError(f"cannot start Ray{' at ' + self.address if self.address else ''}: {exc}") from exc
             self._owns_ray = True
         return ray
 
@@ -128,14 +131,14 @@ class RayBackend:
             line: ResultLine | None = None
             try:
                 line = ray.get(ref)
-            except ray.exceptions.RayActorError as exc:  # the worker process died (killed, out of memory, crash)
+            except ray.exceptions.RayTaskError as exc:  # ``run`` itself raised: the chunk gets an error line
+                line = error_line(job.chunk, self.settings, self.kb_hash, exc.cause or exc, job.duplicates)
+            except ray.exceptions.RayError as exc:  # the worker died (killed, out of memory, a crash) or is lost
                 self._worker_died(i, exc)
                 if tries[job.key] < TRIES:
                     queue.appendleft(job)
                 else:
                     self._lose(job)
-            except ray.exceptions.RayTaskError as exc:  # ``run`` itself raised: the chunk gets an error line
-                line = error_line(job.chunk, self.settings, self.kb_hash, exc.cause or exc, job.duplicates)
             self._fill(queue, pending, tries)  # before yielding: the workers go on while the driver writes
             if line is not None:
                 yield line
@@ -154,7 +157,10 @@ class RayBackend:
 
     def _worker_died(self, i: int, exc: BaseException) -> None:
         if self._alive[i]:
+            import ray
+
             self._alive[i] = False
+            ray.kill(self._actors[i])  # in case it is only unreachable: its chunks are handed out again
             left = sum(self._alive)
             self.echo(f"warning: Ray worker {i} died ({_why(exc)}); its chunks go to the {left} left"
                       if left else f"warning: the last Ray worker died ({_why(exc)})")
