@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark and write BENCHMARKS.md from bench/results/*.json.
 
-python -m bench [retrieval models scale rst_parse]   (default: all)
+python -m bench [retrieval models scale rst_parse batch_throughput]   (default: all)
 python -m bench --render                   (only rewrite BENCHMARKS.md from stored results)
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers"]
+SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput"]
 
 
 def _load(name: str) -> dict | None:
@@ -101,6 +101,7 @@ def render() -> str:
         lines += [f"## Scale curves (measured {sc['measured_at']})", "", sc.get("markdown", ""), ""]
     lines += _rst_parse_section()
     lines += _rankers_section()
+    lines += _batch_throughput_section()
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]
@@ -161,6 +162,49 @@ def _rst_parse_section() -> list[str]:
             f"{plain['ms'] / 1000:.0f} s) | {plain['errors']:,} |",
             f"| the KB's full readers (`rst.parse_page` + `classref.parse_class`: also inline markup, chunking) "
             f"| {_t(rp['readers']['time'])} |", ""]
+
+
+def _batch_throughput_section() -> list[str]:
+    bt = _load("batch_throughput")
+    if not bt:
+        return []
+    m, mib = bt["machine"], 1024**2
+    src = ", ".join(f"{k} {v}" for k, v in bt["input"]["sources"].items() if v)
+    loads = [r[k] for c in bt["configs"] for r in c["runs"] for k in ("load_1min_before", "load_1min_after")]
+    out = [f"## Batch throughput: local and Ray (measured {bt['measured_at']} on {m['cpu']}, {m['cores']} cores)", "",
+           f"`{bt['command']}`: `pipeline batch --alt both --no-validate --reranker none` (no Qwen: each worker "
+           f"holds the KB, BM25, the MiniLM vectors and MiniLM) over {bt['input']['chunk_jobs']} chunk jobs "
+           f"({src}). Every run is a fresh process with a fresh results file; throughput counts from the first "
+           "chunk handed out to the last line written, the set-up (opening the Engines; for Ray also starting Ray "
+           f"and its actors) is apart. Median of {len(bt['configs'][0]['runs'])} runs each, all in one run of "
+           "the script.", "",
+           "| backend | chunks/min (min–max) | set-up | wall per run, end to end | memory per worker: RSS / own |",
+           "|---|---|---|---|---|"]
+    for c in bt["configs"]:
+        memory = "; ".join(f"{w['rss'] / mib:,.0f} / {w['uss'] / mib:,.0f} MiB" for w in c["memory_per_worker"])
+        out.append(f"| {c['label']} | **{c['median_chunks_per_minute']:,.0f}** ({c['min_chunks_per_minute']:,.0f}–"
+                   f"{c['max_chunks_per_minute']:,.0f}) | {c['median_setup_s']:.1f} s | {c['median_wall_s']:.1f} s "
+                   f"({c['median_end_to_end_chunks_per_minute']:,.0f} chunks/min) | {memory} |")
+    out += ["", f"Load average (1 min) while it ran: {min(loads):.1f}–{max(loads):.1f} (start "
+            f"{bt['load_average_start'][0]:.1f}, end {bt['load_average_end'][0]:.1f}); the 2 cores were shared "
+            "with other work, so the figures are this machine's under that load, not its best.", ""]
+    by = {c["label"]: c for c in bt["configs"]}
+    first = min(bt["configs"], key=lambda c: c["median_wall_s"])
+    out += [f"End to end, start-up included, \"{first['label']}\" finished the {first['chunks']} chunks first "
+            f"({first['median_wall_s']:.1f} s): Ray's start-up is paid back only by longer batches, or by more "
+            "cores than the load here left free.", ""]
+    ray1, ray2 = by.get("ray, 1 worker"), by.get("ray, 2 workers")
+    if ray1 and ray2:
+        out += [f"Ray with 2 workers ran {ray2['median_chunks_per_minute'] / ray1['median_chunks_per_minute']:.2f}× "
+                "the chunks per minute of 1 worker. Memory: each worker holds its own Engine (KB records, BM25 "
+                "matrix, MiniLM vectors, MiniLM itself), so memory grows by one worker's *own* (USS) figure per "
+                "worker; the rest of its RSS is shared with the other workers (mostly the code of torch and the other "
+                "libraries). "
+                "Ray runs each actor with `OMP_NUM_THREADS=1` (one CPU each); the local backend uses torch's "
+                "default threads unless told otherwise, which the `OMP_NUM_THREADS=1` row shows. With the "
+                "validator each worker also loads its Qwen GGUF (llama.cpp maps the file, so workers on one "
+                "machine share its pages, but each has its own KV cache and threads): not measured here.", ""]
+    return out
 
 
 def main(argv: list[str]) -> None:

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pipeline.cli_common import DEFAULT_RERANKER, Alt, Reranker, fail, message
+from pipeline.cli_common import DEFAULT_BACKEND, DEFAULT_RERANKER, Alt, Backend, Reranker, fail, message
 
 if TYPE_CHECKING:
+    from pipeline.batch import BatchReport
     from pipeline.trace import ProgressEvent
 
 
@@ -36,12 +37,21 @@ def batch_command(
         help="redo chunks whose newest result is an error or not ok (e.g. a validator timeout)")] = False,
     truncate: Annotated[bool, typer.Option(help="cut a chunk over 64 KiB instead of recording an error")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar on stderr")] = True,
+    backend: Annotated[Backend, typer.Option(case_sensitive=False, help=(
+        "where chunks run: local (this process, one Engine) or ray (Ray workers, each with its own Engine); "
+        "this process writes --out either way"))] = DEFAULT_BACKEND,
+    workers: Annotated[int | None, typer.Option(min=1, help=(
+        "Ray workers (default: one per CPU); each holds its own KB, indexes and models in memory"))] = None,
+    address: Annotated[str | None, typer.Option(help=(
+        "join an existing Ray cluster (auto, ray://head:10001) instead of starting one on this machine"))] = None,
 ) -> None:
     """Run D and/or F over every chunk (top-level function or class) of files or folders; resumable.
 
     One JSON line per chunk is appended to --out as soon as it is done. A re-run
     skips chunks already there (same code, settings and KB), so an interrupted
-    batch continues where it stopped.
+    batch continues where it stopped. With --backend ray the chunks run on Ray
+    workers (a local Ray started offline, or --address) and this process still
+    writes every line.
     """
     from pydantic import ValidationError
     from tqdm import tqdm
@@ -67,7 +77,8 @@ def batch_command(
 
     try:
         report = run_batch(paths, out, settings, kb=kb, max_lines=max_lines, retry_errors=retry_errors, top=top,
-                           truncate=truncate, show_progress=progress, engine_progress=engine_progress)
+                           truncate=truncate, show_progress=progress, engine_progress=engine_progress,
+                           backend=backend.value, workers=workers, address=address)
     except KeyboardInterrupt:
         typer.secho(f"interrupted; every finished chunk is in {out}: run the same command again to resume",
                     fg=typer.colors.YELLOW, err=True)
@@ -84,6 +95,24 @@ def batch_command(
                    + (" ..." if len(report.empty_files) > 5 else ""))
     if report.errors and not retry_errors:
         typer.echo("error lines carry an \"error\" field; --retry-errors redoes those chunks")
+    _say_speed(report)
+    if report.lost:
+        typer.secho(f"{len(report.lost)} chunks were not run (a worker died): " + ", ".join(report.lost[:5])
+                    + (" ..." if len(report.lost) > 5 else "") + "; run the same command again to redo them",
+                    fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(1)
+
+
+def _say_speed(report: BatchReport) -> None:
+    """Throughput after start-up, and what each worker holds in memory."""
+    if not report.done:
+        return
+    mib = 1024**2
+    memory = ", ".join(f"{w.rss / mib:,.0f}" + (f" ({w.uss / mib:,.0f} own)" if w.uss is not None else "")
+                       for w in report.workers)
+    typer.echo(f"{report.backend}: {report.done} chunks in {report.run_s:.1f} s "
+               f"({report.chunks_per_minute or 0:.0f} chunks/min) after {report.setup_s:.1f} s of start-up; "
+               f"memory per worker, MiB RSS: {memory or 'unknown'}")
 
 
 def main() -> None:

@@ -49,7 +49,9 @@ def _choices(name: str, values: tuple[str, ...]) -> Any:
 Fusion = _choices("Fusion", get_args(FusionMethod))  # rrf | minmax | zscore
 Reranker = _choices("Reranker", get_args(RerankerBackend))  # qwen | bge | none
 ModelKey = _choices("ModelKey", tuple(MODELS))  # qwen-1.5b | qwen-0.5b
+Backend = _choices("Backend", ("local", "ray"))  # pipeline.batch.BACKENDS (kept apart: the CLI imports no batch code)
 
 # Option defaults: the Settings defaults.
 DEFAULT_FUSION = Fusion(Settings.model_fields["fusion"].default)
 DEFAULT_RERANKER = Reranker(Settings.model_fields["reranker"].default)
+DEFAULT_BACKEND = Backend("local")

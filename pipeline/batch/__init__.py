@@ -12,8 +12,11 @@ them as tasks, see docs/scaling.md:
   the append-only results JSONL (one fsynced line per chunk, a torn last line cut off and its
   chunk redone, one writer at a time);
 * :mod:`~pipeline.batch.run`: :func:`process_chunk` runs one chunk on an opened ``Engine``
-  and never raises for a bad chunk or a model failure; :func:`run_batch` wires it all
-  together on one machine, resumably.
+  and never raises for a bad chunk or a model failure; :class:`ChunkWorker` holds one Engine
+  and runs chunk after chunk; :func:`run_batch` is the driver: plan, resume, hand the jobs to
+  a backend (``local``: this process; ``ray``: one ChunkWorker per Ray actor), and write every
+  line it returns, resumably;
+* :mod:`~pipeline.batch.ray_backend`: :class:`RayBackend` (imports Ray only when it starts).
 """
 
 from pipeline.batch.plan import (
@@ -37,27 +40,44 @@ from pipeline.batch.results import (
     file_error_line,
     parse_result_line,
 )
-from pipeline.batch.run import BatchReport, process_chunk, run_batch, warm_up
+from pipeline.batch.run import (
+    BACKENDS,
+    BatchReport,
+    ChunkWorker,
+    LocalBackend,
+    WorkerMemory,
+    error_line,
+    make_backend,
+    process_chunk,
+    run_batch,
+    warm_up,
+)
 from pipeline.batch.splitter import DEFAULT_MAX_LINES, Chunk, split_source
 
 __all__ = [
+    "BACKENDS",
     "DEFAULT_MAX_LINES",
     "AltResult",
     "BatchError",
     "BatchReport",
     "Chunk",
+    "ChunkWorker",
     "FileIssue",
     "Job",
+    "LocalBackend",
     "Location",
     "Plan",
     "ResultLine",
     "ResultsLog",
     "ResumeState",
     "SettingsSummary",
+    "WorkerMemory",
     "chunk_key",
+    "error_line",
     "file_error_line",
     "jobs_for",
     "kb_content_hash",
+    "make_backend",
     "parse_result_line",
     "plan",
     "process_chunk",
