@@ -68,6 +68,9 @@ def models_train(
     budget: Annotated[str | None, typer.Option(help="cap each model: steps (e.g. 20) or minutes (e.g. 3min)")] = None,
     cross_encoder: Annotated[bool, typer.Option("--cross-encoder/--no-cross-encoder",
                                                 help="also train the FlagEmbedding cross-encoder (~10 min)")] = False,
+    mnrl: Annotated[bool, typer.Option("--mnrl/--no-mnrl", help="also fine-tune the whole query tower with "
+                                       "MultipleNegativesRankingLoss (~15-25 min; measured, not the default)")]
+    = False,
 ) -> None:
     """Train the models learned from the docs (once; cached by KB and recipe), with progress and ETA."""
     from pipeline.train.budget import Budget
@@ -77,7 +80,7 @@ def models_train(
     try:
         cap = Budget.parse(budget)
         store, bm25 = _open()
-        report = train_all(store, bm25, budget=cap, cross_encoder=cross_encoder, progress=progress,
+        report = train_all(store, bm25, budget=cap, cross_encoder=cross_encoder, mnrl=mnrl, progress=progress,
                            say=lambda m: typer.echo(m, err=True))
     except Exception as exc:
         fail(message(exc))

@@ -36,6 +36,7 @@ from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.fusion import Fusion
+from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.rerank import Rerank
 from pipeline.stages.results import EmbeddingResult, QueryResult, RankedItem, UnionResult
@@ -188,9 +189,14 @@ class Engine:
             k_b, k_e, model = s.f_bm25_k, s.f_dense_k, s.f_embedder or s.embedder
         alt = AlternativeTrace(name=name)
         bm = BM25Retriever(self.store, self.bm25, k_b)
-        b = bm.run(prepared.query)
+        pieces = parts(chunk, s.long_lines) if s.long_chunks == "per_function" else []
+        if pieces:  # a long chunk: each function searched on its own, hits merged (pipeline/stages/parts.py)
+            b = merge_bm25([bm.run(QueryAnalysis().run(p)) for p in pieces], k_b)
+            e = merge_embedding([self._embedding(p, k_e, model, progress) for p in pieces], k_e)
+        else:
+            b = bm.run(prepared.query)
+            e = self._embedding(chunk, k_e, model, progress)
         alt.bm25 = bm.trace(b)
-        e = self._embedding(chunk, k_e, model, progress)
         alt.embedding = trace_embedding(e)
         union = Union()
         u = prepared.unions[name] = union.run(b, e)

@@ -207,6 +207,7 @@ def evaluate_policies(engine: Engine, chunks: list[LabelledChunk], settings: Set
 def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str, tuple[Settings, str]]:
     """Settings per row of the table, and which system of their trace the row reads."""
     from pipeline.settings import TRAINED
+    from pipeline.train import defaults
 
     base = Settings(run_validator=False, alternatives=("D", "F"))
     minilm = base.model_copy(update={"embedder": None, "f_embedder": None, "reranker": "none"})
@@ -214,17 +215,30 @@ def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False) 
     out: dict[str, tuple[Settings, str]] = {
         "BM25": (minilm, "bm25"),
         "embedding: MiniLM": (minilm, "embedding"),
-        "embedding: code query encoder": (coder, "embedding"),
+        "embedding: code query map (MiniLM + learned map)": (coder, "embedding"),
+    }
+    mnrl = defaults.ready("query_encoder", _kb_hash())
+    if mnrl is not None:  # the MNRL fine-tune, trained on request (`models train --mnrl`)
+        tuned = base.model_copy(update={"embedder": str(mnrl / "model"), "reranker": "none"})
+        out["embedding: MNRL-tuned query encoder"] = (tuned, "embedding")
+        out["D with the MNRL-tuned query encoder"] = (tuned, "D")
+    out.update({
         "D with MiniLM": (minilm, "D"),
-        "D with the code query encoder": (coder, "D"),
+        "D with the code query map": (coder, "D"),
         "F without a reranker (union order)": (coder, "F"),
         "F + learned ranker": (base, "F"),
-    }
+    })
     if with_cross_encoder:
         out["F + trained cross-encoder (FlagEmbedding)"] = (base.model_copy(update={"reranker": "bge"}), "F")
     if with_qwen:
         out["F + Qwen 0.5B yes/no reranker"] = (base.model_copy(update={"reranker": "qwen"}), "F")
     return out
+
+
+def _kb_hash() -> str:
+    from pipeline.kb.store import open_kb
+
+    return open_kb().content_hash
 
 
 def evaluate_variants(engine: Engine, chunks: list[LabelledChunk], variants: dict[str, tuple[Settings, str]],

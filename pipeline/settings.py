@@ -64,6 +64,9 @@ class Settings(BaseModel):
     alpha: float = Field(0.85, ge=0.0, le=1.0)
     rrf_k: int = Field(60, ge=1, le=1000)
     final_k: int = Field(20, ge=1, le=200)
+    # A chunk longer than long_lines is searched function by function, the hits merged ("whole": as one query).
+    long_chunks: Literal["whole", "per_function"] = "per_function"
+    long_lines: int = Field(60, ge=10, le=2000)
     embedder: str | None = None  # sentence-transformers folder; None = MiniLM from its package
     f_embedder: str | None = TRAINED  # F's code embedder: "trained" (default), a folder, or None = same as D's
     # F's reranker: "learned" (LightGBM over the trace's features, trained here), "bge" (a cross-encoder

@@ -9,6 +9,7 @@ import pytest
 from pipeline.accept import FREE, LLM, AcceptModel, Linear
 from pipeline.engine import Engine
 from pipeline.settings import Settings
+from pipeline.stages.validate import VerdictCache
 from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub
 
 
@@ -29,8 +30,10 @@ class AcceptHub(FakeHub):
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return Engine.open([SMALL_KB], hub=AcceptHub())
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    eng = Engine.open([SMALL_KB], hub=AcceptHub())
+    eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))  # a cold cache: call counts are exact
+    return eng
 
 
 def test_qwen_is_asked_only_where_it_can_change_the_decision(engine: Engine) -> None:

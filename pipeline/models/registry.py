@@ -25,6 +25,7 @@ def reranker_status() -> str:
     path = os.environ.get(RERANKER_ENV)
     if not path:
         return (f"bge        not_configured no bge-reranker weights here; set {RERANKER_ENV} to a local "
-                "FlagEmbedding model folder to use it (F defaults to the Qwen yes/no reranker)")
+                "FlagEmbedding model folder, or train one (`models train --cross-encoder`); F's default reranker "
+                "is the learned ranker")
     state = "ready" if (Path(path) / "config.json").is_file() else "missing"
     return f"bge        {state:<14} {path}"

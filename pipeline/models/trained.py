@@ -14,7 +14,7 @@ def query_encoder(kb_hash: str) -> str:
 
     path = query_encoder_path(kb_hash)
     if path is None:
-        why = ("did not beat MiniLM on the validation pages" if defaults.ready("query_encoder", kb_hash)
+        why = ("did not beat MiniLM where it was selected" if defaults.ready("query_map", kb_hash)
                else "is not trained yet (`python -m pipeline models train`)")
         raise ModelError(f"the code embedder trained from the docs {why}")
     return path
@@ -53,11 +53,11 @@ def status_lines(kb_hash: str) -> list[str]:
     from pipeline.train import defaults
 
     out = []
-    for kind in ("data", "query_encoder", "ranker", "cross_encoder", "accept"):
+    for kind in ("data", "query_map", "query_encoder", "ranker", "cross_encoder", "accept"):
         folder = defaults.ready(kind, kb_hash)
         if folder is None:
-            out.append(f"{kind:<14} not trained   `python -m pipeline models train`"
-                       + (" --cross-encoder" if kind == "cross_encoder" else ""))
+            extra = {"cross_encoder": " --cross-encoder", "query_encoder": " --mnrl"}.get(kind, "")
+            out.append(f"{kind:<14} not trained   `python -m pipeline models train{extra}`")
             continue
         d = defaults.info(kind, kb_hash)
         detail = {k: v for k, v in d.items() if k in ("queries", "steps", "val_ndcg@10", "val_ndcg@10_base", "rows",

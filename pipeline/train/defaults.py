@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.train.accept import TABLE, AcceptRecipe
+from pipeline.train.adapter import AdapterRecipe
 from pipeline.train.biencoder import BiEncoderRecipe
 from pipeline.train.budget import Budget
 from pipeline.train.crossencoder import CrossEncoderRecipe
@@ -28,7 +29,8 @@ BUDGET_ENV = "GDPOC_TRAIN_BUDGET"
 @dataclass(frozen=True)
 class Recipes:
     data: DataRecipe
-    query_encoder: BiEncoderRecipe
+    query_map: AdapterRecipe  # F's code query encoder (default)
+    query_encoder: BiEncoderRecipe  # the MNRL fine-tune (measured, trained on request)
     ranker: RankerRecipe
     cross_encoder: CrossEncoderRecipe
     accept: AcceptRecipe
@@ -40,8 +42,9 @@ class Recipes:
     def make(cls, budget: Budget | None = None) -> Recipes:
         cap = budget if budget is not None and budget.limited else None
         data = DataRecipe()
-        encoder = BiEncoderRecipe(data=data, budget=cap)
-        return cls(data, encoder, RankerRecipe(data=data, query_encoder=encoder, budget=cap),
+        query_map = AdapterRecipe(data=data, budget=cap)
+        return cls(data, query_map, BiEncoderRecipe(data=data, budget=cap),
+                   RankerRecipe(data=data, query_encoder=query_map, budget=cap),
                    CrossEncoderRecipe(data=data, budget=cap), AcceptRecipe(table_digest=table_digest()))
 
 

@@ -70,3 +70,58 @@ def evaluate_heldout(engine: Engine, settings: Settings | None = None, limit: in
     out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
     out["_queries"] = {"n": float(len(queries))}
     return out
+
+
+def long_files(engine: Engine, min_lines: int = 60) -> list[tuple[str, str, set[str], dict[str, int]]]:
+    """Whole scripts made of a page's code (the held-out and validation tutorial pages): (id, code, hide, relevant)."""
+    from pipeline.records import DocsChunk
+    from pipeline.train.data import ApiResolver, page_split
+
+    resolver = ApiResolver(engine.store)
+    pages: dict[str, list[DocsChunk]] = {}
+    for r in engine.store.records:
+        if isinstance(r, DocsChunk) and r.code_blocks and not r.doc_path.startswith("classes/"):
+            pages.setdefault(r.doc_path, []).append(r)
+    out = []
+    for page, recs in sorted(pages.items()):
+        if page_split(page, defaults.recipes().data) == "train":
+            continue
+        code = "\n\n".join(b.strip("\n") for r in recs for b in r.code_blocks) + "\n"
+        if code.count("\n") < min_lines:
+            continue
+        _, api_pages = resolver.resolve(code)
+        out.append((page, code, {r.id for r in recs}, {**api_pages, page: 3}))
+    return out
+
+
+def evaluate_long(engine: Engine, settings: Settings | None = None) -> dict[str, dict[str, float]]:
+    """D and F on long files, searched whole or function by function (the records holding the code hidden)."""
+    from pipeline.chunk import prepare_chunk
+    from pipeline.stages.parts import merge_bm25, merge_embedding, parts
+    from pipeline.stages.results import EmbeddingResult
+
+    s = settings or Settings()
+    files = long_files(engine)
+    emb, vec = engine.dense(engine.resolve_embedder(s.f_embedder)[0])
+    ranker = engine.reranker(s.model_copy(update={"reranker": "learned"}))
+    encode = getattr(emb, "encode_query", emb.encode)
+    runs: dict[str, dict[str, list[str]]] = {}
+    for fid, code, hide, _ in files:
+        chunk = prepare_chunk(code)
+        for mode in ("whole", "per_function"):
+            pieces = parts(chunk, s.long_lines) if mode == "per_function" else []
+            texts = [p.text for p in pieces] or [chunk.text]
+            legs = [masked_legs(t, engine.store, engine.bm25, vec, encode([t[:QUERY_CHARS]])[0], s.f_bm25_k,
+                                s.f_dense_k, hide) for t in texts]
+            b = merge_bm25([leg[0] for leg in legs], s.f_bm25_k)
+            e: EmbeddingResult = merge_embedding([leg[1] for leg in legs], s.f_dense_k)
+            union = Union().run(b, e)
+            fused = Fusion(s.fusion, s.alpha, s.rrf_k).run(union)
+            runs.setdefault(f"D, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in fused.items])
+            ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features).run(
+                chunk, union, terms=[t for leg in legs for t in leg[2]])
+            runs.setdefault(f"F, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
+    overall, _ = _ranx({fid: rel for fid, _, _, rel in files}, runs)
+    out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
+    out["_queries"] = {"n": float(len(files))}
+    return out

@@ -30,7 +30,7 @@ from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.results import BM25Result, EmbeddingHit, EmbeddingResult, UnionCandidate
 from pipeline.stages.union import Union
 from pipeline.trace import RecordRef
-from pipeline.train.biencoder import BiEncoderRecipe
+from pipeline.train.adapter import AdapterRecipe
 from pipeline.train.budget import Budget, Progress
 from pipeline.train.data import DataRecipe, Query
 from pipeline.train.recipe import Recipe, write_done
@@ -42,7 +42,7 @@ class RankerRecipe(Recipe):
     version: int = 1
     budget: Budget | None = None  # a capped run (tests, --budget) is its own artifact, never the default
     data: DataRecipe = DataRecipe()
-    query_encoder: BiEncoderRecipe | None = BiEncoderRecipe()  # F's embedding leg while training (None: MiniLM)
+    query_encoder: AdapterRecipe | None = AdapterRecipe()  # F's embedding leg while training (None: MiniLM)
     features: int = FEATURES_VERSION
     seed: int = 13
     queries: int = 1200  # training crops (a seeded sample of the train split)

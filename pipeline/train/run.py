@@ -19,7 +19,7 @@ from pipeline.kb import index as kb_index
 from pipeline.kb.store import KBStore
 from pipeline.models.embedder import SentenceTransformerEmbedder
 from pipeline.train import accept as accept_table
-from pipeline.train import biencoder, crossencoder, defaults, ltr
+from pipeline.train import adapter, biencoder, crossencoder, defaults, ltr
 from pipeline.train.budget import Budget, Progress
 from pipeline.train.data import ensure_data, load_queries
 from pipeline.train.recipe import building, is_complete, read_done
@@ -52,17 +52,18 @@ def _step(kind: str, kb_hash: str, budget: Budget, report: TrainReport, say: Say
     return target
 
 
-def query_encoder_path(kb_hash: str, budget: Budget | None = None) -> str | None:
-    """The trained query encoder, if it trained and beat MiniLM on the validation pages (else None)."""
-    f = defaults.ready("query_encoder", kb_hash, budget)
+def query_encoder_path(kb_hash: str, budget: Budget | None = None, kind: str = "query_map") -> str | None:
+    """A trained query encoder, if it trained and beat MiniLM on the validation pages (else None)."""
+    f = defaults.ready(kind, kb_hash, budget)
     if f is None:
         return None
     d = read_done(f)
-    return str(f / "model") if d.get("val_ndcg@10", 0) > d.get("val_ndcg@10_base", 0) else None
+    better = d["selected"] if "selected" in d else d.get("val_ndcg@10", 0) > d.get("val_ndcg@10_base", 0)
+    return str(f / "model") if better else None
 
 
 def train_all(store: KBStore, bm25: BM25Index, *, budget: Budget | None = None, cross_encoder: bool = False,
-              progress: Progress | None = None, say: Say = log.info) -> TrainReport:
+              mnrl: bool = False, progress: Progress | None = None, say: Say = log.info) -> TrainReport:
     report = TrainReport()
     budget = defaults.env_budget() if budget is None else budget
     r = defaults.recipes(budget)
@@ -74,8 +75,11 @@ def train_all(store: KBStore, bm25: BM25Index, *, budget: Budget | None = None, 
     data_dir = ensure_data(store, r.data, bm25, vectors, base, progress)  # cached and atomic itself
     report.steps["data"] = {**read_done(data_dir), "cached": cached, "seconds": round(time.perf_counter() - t0, 1)}
     queries = load_queries(data_dir)
-    _step("query_encoder", kb, budget, report, say, lambda out: biencoder.train(
-        base.path, base.fingerprint, out, queries, store, r.query_encoder, progress))
+    _step("query_map", kb, budget, report, say, lambda out: adapter.train(
+        out, queries, store, vectors, base, base.path, r.query_map, progress))
+    if mnrl:  # the MNRL fine-tune of the whole query tower: measured against the map, not the default
+        _step("query_encoder", kb, budget, report, say, lambda out: biencoder.train(
+            base.path, base.fingerprint, out, queries, store, r.query_encoder, progress))
     encoder_path = query_encoder_path(kb, budget)
     f_embedder = SentenceTransformerEmbedder(encoder_path) if encoder_path else base
     _step("ranker", kb, budget, report, say, lambda out: ltr.train(

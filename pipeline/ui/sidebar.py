@@ -17,6 +17,7 @@ from pipeline.models import provision
 from pipeline.settings import POLICIES, SECONDS_PER_JUDGEMENT, TRAINED, Settings
 from pipeline.ui.engines import BUILTIN, SS_KB_CHOICE, UPLOADED, UserKB, load_user_kb, user_kb
 
+LONG_LABELS = {"per_function": "search each function, merge the hits", "whole": "search as one query"}
 FUSION_LABELS = {"rrf": "RRF (reciprocal rank fusion)", "minmax": "min-max + α", "zscore": "z-score + α"}
 RERANKER_LABELS = {"learned": "learned ranker (LightGBM, trained from the docs)",
                    "bge": "cross-encoder via FlagEmbedding (trained here, or a bge folder)",
@@ -52,7 +53,9 @@ def _legs() -> dict[str, Any]:
                 "d_dense_k": number("D · embedding", "d_dense_k", where=c2),
                 "f_bm25_k": number("F · BM25", "f_bm25_k", where=c1),
                 "f_dense_k": number("F · embedding", "f_dense_k", where=c2),
-                "final_k": number("Final list length", "final_k")}
+                "final_k": number("Final list length", "final_k"),
+                "long_chunks": _select("Long chunks", "long_chunks", LONG_LABELS),
+                "long_lines": number("… longer than (lines)", "long_lines")}
 
 
 def _fusion() -> dict[str, Any]:
