@@ -90,6 +90,11 @@ class AcceptModel:
     ask_above: float  # ask Qwen only when p0 ≥ this; below, no Qwen answer moved a training candidate across
     name: str = "accept model"
 
+    @property
+    def uses_llm(self) -> bool:
+        """False when Qwen's margins did not improve the model on the tune half: p0 then decides alone."""
+        return any(n in LLM for n in self.full.names)
+
     @classmethod
     def load(cls, folder: Path) -> AcceptModel:
         try:

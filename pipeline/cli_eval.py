@@ -46,6 +46,8 @@ def eval_command(
     = False,
     heldout: Annotated[bool, typer.Option("--heldout", help="the training data's held-out test pages instead")]
     = False,
+    long: Annotated[bool, typer.Option("--long", help="long scripts (held-out pages' code) whole vs by function")]
+    = False,
     kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -68,6 +70,13 @@ def eval_command(
             rows = evaluate_heldout(engine)
             _emit(f"held-out docs pages (training data 'test' split, the crop's own records hidden): "
                   f"{rows.pop('_queries', {}).get('n', 0):.0f} queries", rows, as_json)
+            return
+        if long:
+            from pipeline.train.heldout import evaluate_long
+
+            rows = evaluate_long(engine)
+            _emit(f"long scripts (the code of held-out pages, its records hidden): "
+                  f"{rows.pop('_queries', {}).get('n', 0):.0f} files", rows, as_json)
             return
         chunks = load_set(set_ or DEV_SET, None if set_ or split is Half.all else split.value)
         where = f"{set_ or DEV_SET}" + ("" if set_ or split is Half.all else f", {split.value} half")
@@ -124,4 +133,4 @@ def _policies(where: str, reports: dict, as_json: bool) -> None:
         auc = f"{r['auc_p']:.3f}" if r["auc_p"] is not None else "—"
         calls = f"{r['qwen_calls_per_chunk']:.1f}" if r["qwen_calls_per_chunk"] is not None else "—"
         typer.echo(f"{r['policy']:<18}{r['alternative']:>4}{r['accept_precision']:>11.3f}{r['accept_recall']:>9.3f}"
-                   f"{auc:>8}{r['must_not_accept_violations']:>10.0f}{r['accepted_pages']:>10.0f}{calls:>12}")
+                   f"{auc:>8}{r['must_not_accept_violations']:>10.0f}{r['accepted']:>10.0f}{calls:>12}")

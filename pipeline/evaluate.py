@@ -37,6 +37,7 @@ class LabelledChunk(BaseModel):
     code: str = Field(min_length=1)
     relevant: dict[str, int] = Field(default_factory=dict)  # doc_path -> grade 1..3
     must_not_accept: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)  # label prototypes that describe the chunk (by hand)
     notes: str = ""
     split: Split | None = None  # None: a user's set without halves
 
@@ -114,6 +115,15 @@ def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]
     return overall, per_q
 
 
+def is_relevant(c: LabelledChunk, ref: RecordRef) -> bool:
+    """Whether accepting ``ref`` for ``c`` is right: its page is relevant (and not a must-not), or it is
+    one of the chunk's labels. Label prototypes have no page; the dev set names them by hand."""
+    if ref.kind == "label_prototype":
+        return ref.source.removeprefix("label/") in c.labels
+    page = ref.doc_path or ""
+    return page in c.relevant and page not in c.must_not_accept
+
+
 def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk]) -> dict[str, dict[str, float]]:
     """Precision/recall of accepted pages against relevant / must-not-accept labels."""
     out: dict[str, dict[str, float]] = {}
@@ -126,17 +136,20 @@ def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk]) -> dic
             if a is None or not any(it.accepted is not None for it in a.final):
                 continue
             c = by_id[cid]
-            accepted = {it.doc_path for it in a.final if it.accepted and it.doc_path}
-            n_acc += len(accepted)
-            tp += len(accepted & set(c.relevant))
-            fp += len(accepted - set(c.relevant))
-            bad += len(accepted & set(c.must_not_accept))
-            rel_total += len(c.relevant)
-            rel_found += len(accepted & set(c.relevant))
+            pages = {it.doc_path for it in a.final if it.accepted and it.doc_path and it.kind != "label_prototype"}
+            labels = {it.source for it in a.final if it.accepted and it.kind == "label_prototype"}
+            right = {p for p in pages if p in c.relevant and p not in c.must_not_accept}
+            right_labels = {lb for lb in labels if lb.removeprefix("label/") in c.labels}
+            n_acc += len(pages) + len(labels)
+            tp += len(right) + len(right_labels)
+            fp += len(pages - right) + len(labels - right_labels)
+            bad += len(pages & set(c.must_not_accept))
+            rel_total += len(c.relevant) + len(c.labels)
+            rel_found += len(right) + len(right_labels)
         if n_acc or rel_total:
             out[alt] = {"accept_precision": tp / (tp + fp) if tp + fp else 0.0,
                         "accept_recall": rel_found / rel_total if rel_total else 0.0,
-                        "must_not_accept_violations": float(bad), "accepted_pages": float(n_acc)}
+                        "must_not_accept_violations": float(bad), "accepted": float(n_acc)}
     return out
 
 
@@ -174,7 +187,7 @@ def probability_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk], b
             for r in a.validation.judged_rows:
                 if r.p is not None:
                     ps.append(r.p)
-                    ys.append(int((r.doc_path or "") in by_id[cid].relevant))
+                    ys.append(int(is_relevant(by_id[cid], r)))
         if not ps:
             continue
         entry: dict = {"judged": len(ps), "qwen_calls_per_chunk": calls / max(len(traces), 1),

@@ -1,4 +1,5 @@
-"""Quality regression on the dev set: pinned metrics with a tolerance (the Pyserini way)."""
+"""Quality regression on the dev set's test half (nothing was tuned on it): pinned metrics with a tolerance,
+the Pyserini way."""
 
 from __future__ import annotations
 
@@ -17,18 +18,20 @@ EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 @pytest.fixture(scope="module")
 def report(engine: Engine):
-    return evaluate_set(engine, load_set(), Settings(alternatives=("D",), run_validator=False))
+    return evaluate_set(engine, load_set(split="test"), Settings(run_validator=False))
 
 
 def test_no_metric_drops_below_the_pinned_value(report) -> None:
-    tol = EXPECTED["tolerance"]
+    assert report.n_ranked == 16  # the test half: 17 chunks, one (C#) with no relevant page
     for system, metrics in EXPECTED["metrics"].items():
+        tol = EXPECTED["tolerance"].get(system, EXPECTED["tolerance"]["default"])
         for name, value in metrics.items():
             assert report.metrics[system][name] >= value - tol, (system, name, report.metrics[system][name])
 
 
-def test_d_beats_each_leg_alone(report) -> None:
+def test_fusion_beats_each_leg_on_the_half_it_was_not_tuned_on(report) -> None:
+    # α was chosen on the tune half; this is the claim it earns on the other one.
     d = report.metrics["D"]["ndcg@10"]
     assert d > report.metrics["bm25"]["ndcg@10"]
     assert d > report.metrics["embedding"]["ndcg@10"]
-    assert report.n_ranked == 30  # the three non-Godot chunks have no relevant page
+    assert report.metrics["F union"]["recall@50"] > report.metrics["bm25"]["recall@50"]

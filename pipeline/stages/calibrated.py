@@ -1,16 +1,19 @@
 """The validate stage under policy "calibrated": the accept model decides, Qwen only where it can change that.
 
-For every candidate in scope: the free features give p0. Below the model's band Qwen
-cannot change the decision (on the training data no Qwen answer moved such a candidate
-across the threshold): the record is rejected without Qwen, and the row says so. Above
-it Qwen is asked, once per (chunk, record) and once per record for an empty chunk (both
-cached), the full model gives p, and the record is accepted when p reaches the threshold
-and a fact is shared — with Qwen's evidence list, checked literally, for every accept.
+For every candidate in scope the free features give p0. When the accept model has no
+LLM feature (Qwen's margin did not improve it on the tune half), p0 is the decision for
+every candidate. Otherwise, below the model's band Qwen cannot change the decision (on
+the training data no Qwen answer moved such a candidate across the threshold): the
+record is rejected without Qwen, and the row says so; above it Qwen is asked, once per
+(chunk, record) and once per record for an empty chunk (both cached), and the full model
+gives p. A record is accepted when p reaches the threshold and a fact is shared — with
+Qwen's evidence list, under its grammar and checked literally, for every accept.
 Candidates are judged in phases so that Qwen's prompt prefix is reused back to back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,10 +74,11 @@ class Calibrated:
             x0 = free_features(record, ev, self.facts, item.rank, (item.score - lo) / (hi - lo) if hi > lo else 1.0,
                                rarity)
             p0, parts = self.model.free.p(x0)
-            if p0 < self.model.ask_above or stage.validator is None:
+            if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
                        else f"Qwen unavailable: decided on the free features, p = {p0:.2f}")
-                accepted = stage.validator is None and p0 >= self.model.threshold and bool(ev.items)
+                final_p0 = stage.validator is None or not self.model.uses_llm  # else: below the band, rejected
+                accepted = final_p0 and p0 >= self.model.threshold and bool(ev.items)
                 checks[n] = Check(item, ev, True, "not_run", accepted, p=p0, p_threshold=self.model.threshold,
                                   contributions=_contributions(x0, parts), asked_qwen=False, note=why)
             else:
@@ -82,6 +86,7 @@ class Calibrated:
         self._ask(stage, chunk, pending, stats, progress, cancelled)
         for p in pending:
             checks[p.n] = self._decide(stage, chunk, p)
+        self._evidence(stage, chunk, checks, progress)
         ordered = [checks[n] for n in range(len(scope))]
         ordered += [Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
                           "not_run", None) for it in final[stage.top_k:]]
@@ -109,6 +114,25 @@ class Calibrated:
             p.empty = j.margin
         if progress and total:
             progress(total, total, "")
+
+    @staticmethod
+    def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check],
+                  progress: Callable[[int, int, str], None] | None) -> None:
+        """Qwen's evidence list for the records accepted without its verdict (back to back: one prefix)."""
+        from pipeline.models.validator import Judgement
+
+        todo = [n for n, c in sorted(checks.items()) if c.accepted and c.judgement is None]
+        if stage.validator is None or not todo:
+            return
+        for i, n in enumerate(todo):
+            c = checks[n]
+            if progress:
+                progress(i, len(todo), f"evidence: {c.item.source or c.item.record_id}")
+            items, cached = stage.evidence_cached(chunk.text, stage.store.get(c.item.record_id), c.evidence)
+            checks[n] = dataclasses.replace(c, judgement=Judgement("not_run", evidence=items), cached=cached,
+                                            note=f"{c.note}; Qwen listed the evidence")
+        if progress:
+            progress(len(todo), len(todo), "")
 
     def _decide(self, stage: Validate, chunk: ChunkInfo, p: _Pending) -> Check:
         from pipeline.stages.validate import disagreement

@@ -64,6 +64,20 @@ class VerdictCache:
         if j.verdict in ("yes", "no"):  # timeouts and errors are retried next time
             self._cache.set(key, json.dumps(j.to_dict()))
 
+    def get_evidence(self, key: str) -> list[dict[str, object]] | None:
+        """Qwen's evidence list for a record accepted without its verdict (policy "calibrated")."""
+        try:
+            raw = self._cache.get("evidence|" + key)
+            items = json.loads(raw) if isinstance(raw, str) else None
+        except Exception as exc:
+            log.warning("evidence cache entry unusable (%s); asking again", exc)
+            return None
+        ok = isinstance(items, list) and all(isinstance(e, dict) for e in items)
+        return items if ok else None
+
+    def set_evidence(self, key: str, items: list[dict[str, object]]) -> None:
+        self._cache.set("evidence|" + key, json.dumps(items))
+
 
 def decide(policy: AcceptPolicy, j: Judgement | None, ev: Evidence) -> bool:
     if policy == "evidence_only":
@@ -164,6 +178,23 @@ class Validate:
                      cancelled: Callable[[], bool] | None) -> tuple[Judgement, bool]:
         return self._judge(validator, ChunkInfo(text=code, sha256="", n_bytes=0, n_lines=0, language="gdscript"),
                            record, ev, stats, cancelled)
+
+    def evidence_cached(self, code: str, record: AnyRecord, ev: Evidence) -> tuple[list[dict[str, object]], bool]:
+        """Qwen's evidence list under its grammar, each item checked literally (cached like verdicts)."""
+        v = self.validator
+        assert v is not None
+        key = VerdictCache.key(v, code, record_line(record)) if self.cache else ""
+        hit = self.cache.get_evidence(key) if self.cache else None
+        if hit is not None:
+            return hit, True
+        try:
+            items = v.evidence_for(code, record, ev, timeout_s=self.timeout_s)
+        except Exception as exc:
+            log.warning("evidence for %s failed: %s", record.id, exc)
+            return [], False
+        if self.cache:
+            self.cache.set_evidence(key, items)
+        return items, False
 
     def _judge(self, validator: Validator, chunk: ChunkInfo, record: AnyRecord, ev: Evidence, stats: Stats,
                cancelled: Callable[[], bool] | None) -> tuple[Judgement, bool]:

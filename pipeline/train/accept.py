@@ -30,11 +30,12 @@ Progress = Callable[[str, int, int], None]
 
 
 class AcceptRecipe(Recipe):
-    version: int = 1
+    version: int = 2
     seed: int = 13
     c: float = 0.5  # inverse L2 strength of the logistic models
     folds: int = 5  # GroupKFold by page for the out-of-fold scores Platt scaling is fitted on
     precision: float = 0.9  # the threshold is the lowest p whose accepts on the tune half reach this precision
+    llm_gain: float = 0.01  # Qwen's margins join the model only if they raise out-of-fold tune AUC this much
     table_digest: str = ""  # the table's sha256: a new table is a new model
 
 
@@ -72,7 +73,8 @@ def write_table(rows: list[dict], path: Path = TABLE) -> None:
     atomic.write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def _fit_linear(x: np.ndarray, y: np.ndarray, groups: list[str], names: list[str], recipe: AcceptRecipe) -> Linear:
+def _fit_linear(x: np.ndarray, y: np.ndarray, groups: list[str], names: list[str], recipe: AcceptRecipe
+                ) -> tuple[Linear, np.ndarray]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold
 
@@ -86,7 +88,7 @@ def _fit_linear(x: np.ndarray, y: np.ndarray, groups: list[str], names: list[str
     platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), y)  # Platt scaling, out of fold
     full = LogisticRegression(C=recipe.c, max_iter=1000).fit(z, y)
     return Linear(names, mean.tolist(), scale.tolist(), full.coef_[0].tolist(), float(full.intercept_[0]),
-                  (float(platt.coef_[0][0]), float(platt.intercept_[0])))
+                  (float(platt.coef_[0][0]), float(platt.intercept_[0]))), oof
 
 
 def _threshold(p: np.ndarray, y: np.ndarray, target: float) -> float:
@@ -98,24 +100,35 @@ def _threshold(p: np.ndarray, y: np.ndarray, target: float) -> float:
     return float(p.max()) + 1e-6
 
 
+def _auc(y: np.ndarray, score: np.ndarray) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, score)) if 0 < y.sum() < len(y) else float("nan")
+
+
 def fit(rows: list[dict], recipe: AcceptRecipe) -> tuple[AcceptModel, dict]:
     rows = [r for r in rows if r["margin"] is not None and r["pmi_margin"] is not None]
     y = np.array([r["label"] for r in rows])
     groups = [r["group"] for r in rows]
     free_names, full_names = list(FREE), [*FREE, *LLM]
-    free = _fit_linear(np.array([[r[n] for n in free_names] for r in rows]), y, groups, free_names, recipe)
-    full = _fit_linear(np.array([[r[n] for n in full_names] for r in rows]), y, groups, full_names, recipe)
+    free, oof0 = _fit_linear(np.array([[r[n] for n in free_names] for r in rows]), y, groups, free_names, recipe)
+    full, oof1 = _fit_linear(np.array([[r[n] for n in full_names] for r in rows]), y, groups, full_names, recipe)
+    tune = np.array([r["origin"] == "dev-tune" for r in rows])
+    auc0, auc1 = _auc(y[tune], oof0[tune]), _auc(y[tune], oof1[tune])
+    uses_llm = auc1 >= auc0 + recipe.llm_gain  # a judge no better than its features does not decide
+    if not uses_llm:
+        full = free
     p0 = np.array([free.p(r)[0] for r in rows])
     p1 = np.array([full.p(r)[0] for r in rows])
-    tune = np.array([r["origin"] == "dev-tune" for r in rows])
     threshold = _threshold(p1[tune], y[tune], recipe.precision)
     # Qwen is asked only where it mattered on these rows: p0 at or above the lowest p0 that p1 accepted.
     accepted = p1 >= threshold
-    ask_above = float(p0[accepted].min()) * 0.9 if accepted.any() else 0.0
+    ask_above = 1.0 if not uses_llm else float(p0[accepted].min()) * 0.9 if accepted.any() else 0.0
     model = AcceptModel(free, full, threshold, ask_above)
     stats = {"rows": len(rows), "positives": int(y.sum()), "tune_rows": int(tune.sum()),
              "threshold": round(threshold, 4), "ask_above": round(ask_above, 4),
-             "asked_share": round(float((p0 >= ask_above).mean()), 3)}
+             "oof_auc_tune_free": round(auc0, 4), "oof_auc_tune_with_qwen": round(auc1, 4), "uses_qwen": uses_llm,
+             "asked_share": round(float((p0 >= ask_above).mean()), 3) if uses_llm else 0.0}
     return model, stats
 
 
@@ -136,7 +149,7 @@ def sample_docs_queries(queries: list, n: int, seed: int) -> list:
 # --- collecting the table (Qwen time: run by `python -m pipeline train accept-table`) -----------------------
 def dev_candidates(engine, top_k: int = 8) -> list[Candidate]:
     """D's and F's top k on the dev set's tune half (no validation), labelled by the dev set."""
-    from pipeline.evaluate import load_set
+    from pipeline.evaluate import is_relevant, load_set
     from pipeline.settings import Settings
 
     out: list[Candidate] = []
@@ -151,14 +164,15 @@ def dev_candidates(engine, top_k: int = 8) -> list[Candidate]:
                 if it.record_id in seen:
                     continue
                 seen.add(it.record_id)
-                label = int((it.doc_path or "") in c.relevant and (it.doc_path or "") not in c.must_not_accept)
+                label = int(is_relevant(c, it))
                 out.append(Candidate(c.id, "dev-tune", c.code, it.record_id, it.rank,
                                      (it.score - lo) / (hi - lo) if hi > lo else 1.0, label))
     return out
 
 
 def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8) -> list[Candidate]:
-    """D's top k for crops of the docs' own code, the crop's source records hidden; labelled by page."""
+    """D's top k for crops of the docs' own code, the crop's source records hidden; labelled by page
+    (label prototypes left out: only the dev set names the labels that fit a chunk)."""
     from pipeline.settings import Settings
     from pipeline.stages.dense import QUERY_CHARS
     from pipeline.stages.fusion import Fusion
@@ -180,6 +194,8 @@ def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8) -> list[C
         items = Fusion(s.fusion, s.alpha, s.rrf_k).run(Union().run(b, e)).items[:top_k]
         lo, hi = min(it.score for it in items), max(it.score for it in items)
         for it in items:
+            if it.candidate.ref.kind == "label_prototype":  # no page, and no hand label for a docs crop
+                continue
             page = it.candidate.ref.doc_path or ""
             out.append(Candidate(q.page, "docs", q.text, it.candidate.record_id, it.rank,
                                  (it.score - lo) / (hi - lo) if hi > lo else 1.0, int(page in q.relevant_pages)))

@@ -145,7 +145,7 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
             "accept_recall": st.column_config.ProgressColumn("accept recall", format="%.3f", min_value=0.0,
                                                              max_value=1.0),
             "must_not_accept_violations": st.column_config.NumberColumn("must-not-accept violations", format="%d"),
-            "accepted_pages": st.column_config.NumberColumn("accepted pages", format="%d")})
+            "accepted": st.column_config.NumberColumn("accepted", format="%d")})
         long = pd.DataFrame([{"system": a, "metric": m.replace("accept_", "accept "), "value": v[m]}
                              for a, v in sorted(report.accept.items()) for m in ("accept_precision", "accept_recall")])
         st.altair_chart(charts.metric_bars(long), width="content")
