@@ -128,6 +128,9 @@ def _rankers_section() -> list[str]:
              f"Held-out docs pages ({rk['heldout_queries']:.0f} crops of the training data's test pages, which no "
              "model trained on; each crop's own records hidden, as real code is never in the docs verbatim):", "",
              *_metrics_table(rk["heldout"]), "",
+             *([f"Long scripts ({rk['long_files']:.0f} files: the code of each held-out or validation tutorial page "
+                "with 60+ lines, joined; its own records hidden), searched whole or function by function:", "",
+                *_metrics_table(rk["long"]), ""] if rk.get("long") else []),
              "F's reranking of the reference chunk's union, median of 3 in one run (the text rerankers score the "
              "union's top 30 from a cold cache; the learned ranker scores every union candidate):", "",
              "| reranker | ms | candidates scored |", "|---|---|---|"]

@@ -19,8 +19,8 @@ from bench.common import save
 from pipeline.engine import Engine
 from pipeline.evaluate import evaluate_variants, load_set, ranking_variants
 from pipeline.settings import Settings
-from pipeline.stages.rerank import Rerank
-from pipeline.train.heldout import evaluate_heldout
+from pipeline.stages.rerank import Prior, Rerank
+from pipeline.train.heldout import evaluate_heldout, evaluate_long
 
 REF = Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd"
 
@@ -39,7 +39,8 @@ def _latency(engine: Engine, reranker: str, runs: int = 3, top_n: int = 30) -> d
             import diskcache
 
             model._cache = diskcache.Cache(tempfile.mkdtemp())
-        stage = Rerank(engine.store, model, top_n, engine.features)
+        prior = Prior(s.f_prior_weight, s.alpha, s.rrf_k) if reranker == "learned" else None
+        stage = Rerank(engine.store, model, top_n, engine.features, prior)
         t0 = time.perf_counter()
         result = stage.run(prepared.chunk, prepared.unions["F"], terms=prepared.query.terms)
         samples.append((time.perf_counter() - t0) * 1000)
@@ -57,11 +58,13 @@ def main(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str,
     held = evaluate_heldout(engine)
     out["heldout_queries"] = held.pop("_queries")["n"]
     out["heldout"] = held
+    long = evaluate_long(engine)
+    out["long_files"] = long.pop("_queries")["n"]
+    out["long"] = long
     latency = {"learned": _latency(engine, "learned")}
     if with_cross_encoder:
         latency["bge"] = _latency(engine, "bge")
-    if with_qwen:
-        latency["qwen"] = _latency(engine, "qwen", runs=1)
+    latency["qwen"] = _latency(engine, "qwen", runs=1)  # the baseline, in the same run (~1 min)
     out["rerank_latency"] = latency
     save("rankers", out)
     return out

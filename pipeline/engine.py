@@ -38,7 +38,7 @@ from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.fusion import Fusion
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
-from pipeline.stages.rerank import Rerank
+from pipeline.stages.rerank import Prior, Rerank
 from pipeline.stages.results import EmbeddingResult, QueryResult, RankedItem, UnionResult
 from pipeline.stages.union import Union
 from pipeline.stages.validate import Validate, VerdictCache
@@ -232,7 +232,7 @@ class Engine:
 
     def _rerank(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
         s, union = prepared.settings, prepared.unions[alt.name]
-        stage = Rerank(self.store, None, s.rerank_top_n, self.features)
+        stage = Rerank(self.store, None, s.rerank_top_n, self.features, Prior(s.f_prior_weight, s.alpha, s.rrf_k))
 
         def tick(done: int, total: int) -> None:
             progress(ProgressEvent("rerank", done, total, alt.name))

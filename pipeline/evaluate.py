@@ -239,7 +239,8 @@ def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False) 
         "D with MiniLM": (minilm, "D"),
         "D with the code query map": (coder, "D"),
         "F without a reranker (union order)": (coder, "F"),
-        "F + learned ranker": (base, "F"),
+        "F + learned ranker alone": (base.model_copy(update={"f_prior_weight": 0.0}), "F"),
+        "F + learned ranker + RRF prior (default)": (base, "F"),
     })
     if with_cross_encoder:
         out["F + trained cross-encoder (FlagEmbedding)"] = (base.model_copy(update={"reranker": "bge"}), "F")

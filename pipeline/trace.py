@@ -125,6 +125,7 @@ class Contribution(Row):
 class RerankRow(RankedRow):
     reranker_score: float | None = None  # None: beyond the reranked top N, kept in union order
     contributions: list[Contribution] = Field(default_factory=list)  # the learned ranker's largest, by size
+    prior: float | None = None  # learned ranker: weight × z(RRF prior); score = z(reranker_score) + prior
 
 
 class FactRow(Row):

@@ -63,6 +63,33 @@ def test_qwen_is_asked_only_where_it_can_change_the_decision(engine: Engine) -> 
     assert all(it.evidence for it in accepted)  # Qwen's evidence list, checked literally, for every accept
 
 
+# A model whose fit found Qwen's margins useless (the shipped one: tests/test_accept.py): p0 decides alone.
+FREE_ONLY = AcceptModel(free=MODEL.free, full=MODEL.free, threshold=0.6, ask_above=1.0, name="free-only model")
+
+
+class FreeOnlyHub(FakeHub):
+    def accept_model(self, kb_hash: str) -> AcceptModel:
+        return FREE_ONLY
+
+
+def test_a_model_without_qwen_features_decides_on_p_and_asks_qwen_only_for_evidence(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    eng = Engine.open([SMALL_KB], hub=FreeOnlyHub())
+    eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
+    hub = eng.hub
+    assert isinstance(hub, FreeOnlyHub) and not FREE_ONLY.uses_llm
+    alt = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=6)).alternatives["D"]
+    v = alt.validation
+    assert v is not None and v.skipped == len(v.judged_rows) and v.judged == 0
+    assert hub.lm.calls == 0  # no yes/no judgement at all
+    for r in v.judged_rows:
+        assert r.asked_qwen is False and r.note.startswith(f"decided without Qwen: p = {r.p:.2f}")
+        assert r.accepted == (r.p >= 0.6 and bool(r.facts))
+        if r.accepted:  # Qwen's evidence list (the scripted LM names fact 1), checked literally
+            assert r.note.endswith("Qwen listed the evidence") and r.evidence and r.evidence[0].verified
+    assert any(r.accepted for r in v.judged_rows) and not all(r.accepted for r in v.judged_rows)
+
+
 def test_without_an_accept_model_the_rules_decide_and_say_so() -> None:
     eng = Engine.open([SMALL_KB], hub=FakeHub())  # the small KB has no trained accept model
     alt = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=4)).alternatives["D"]

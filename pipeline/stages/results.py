@@ -114,6 +114,7 @@ class FusionResult:
 class RerankedItem(RankedItem):
     reranker_score: float | None = None  # None: beyond the top N, kept in union order
     contributions: tuple[Contribution, ...] = ()  # the learned ranker only
+    prior: float | None = None  # the learned ranker's blend: weight × z(RRF prior); score = z(ranker) + prior
 
 
 @dataclass(frozen=True)

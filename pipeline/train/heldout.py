@@ -14,7 +14,7 @@ from pipeline.evaluate import METRICS, _ranx
 from pipeline.settings import TRAINED, Settings
 from pipeline.stages.dense import QUERY_CHARS
 from pipeline.stages.fusion import Fusion
-from pipeline.stages.rerank import Rerank
+from pipeline.stages.rerank import Prior, Rerank
 from pipeline.stages.union import Union
 from pipeline.train import defaults
 from pipeline.train.data import load_queries
@@ -63,9 +63,11 @@ def evaluate_heldout(engine: Engine, settings: Settings | None = None, limit: in
                 from pipeline.trace import ChunkInfo
 
                 chunk = ChunkInfo(text=q.text, sha256="", n_bytes=0, n_lines=0, language="gdscript")
-                ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features).run(chunk, union, terms=terms)
-                runs.setdefault("F + learned ranker", {})[q.qid] = _pages(
-                    [it.candidate.ref.doc_path for it in ranked.items])
+                for label, prior in (("F + learned ranker alone", None),
+                                     ("F + learned ranker + RRF prior", Prior(s.f_prior_weight, s.alpha, s.rrf_k))):
+                    ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features, prior).run(
+                        chunk, union, terms=terms)
+                    runs.setdefault(label, {})[q.qid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
     overall, _ = _ranx({q.qid: q.relevant_pages for q in queries}, runs)
     out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
     out["_queries"] = {"n": float(len(queries))}
@@ -118,7 +120,8 @@ def evaluate_long(engine: Engine, settings: Settings | None = None) -> dict[str,
             union = Union().run(b, e)
             fused = Fusion(s.fusion, s.alpha, s.rrf_k).run(union)
             runs.setdefault(f"D, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in fused.items])
-            ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features).run(
+            ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features,
+                            Prior(s.f_prior_weight, s.alpha, s.rrf_k)).run(
                 chunk, union, terms=[t for leg in legs for t in leg[2]])
             runs.setdefault(f"F, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
     overall, _ = _ranx({fid: rel for fid, _, _, rel in files}, runs)

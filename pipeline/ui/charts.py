@@ -121,8 +121,21 @@ def contribution_bars(rows: Sequence[FusionRow], top: int = 15) -> alt.Chart:
 
 
 def reranker_bars(rows: Sequence[RerankRow], top: int = 15) -> alt.Chart:
+    """The reranker's score per candidate; for the learned ranker's blend, its two parts stacked."""
+    shown = [r for r in rows[:top] if r.reranker_score is not None]
+    if any(r.prior is not None for r in shown):
+        parts = lambda r: (("learned ranker (standardised)", r.score - (r.prior or 0.0)),  # noqa: E731
+                           ("RRF prior × weight", r.prior or 0.0))
+        df = pd.DataFrame([{"label": row_label(r, r.rank), "record": r.record_id, "part": part, "value": value}
+                           for r in shown for part, value in parts(r)])
+        return alt.Chart(df).mark_bar().encode(
+            x=alt.X("sum(value):Q", title="final score = learned ranker + RRF prior"),
+            y=_y(),
+            color=alt.Color("part:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=["record", "part", alt.Tooltip("value:Q", format=".3f")],
+        ).properties(height=STEP)
     df = pd.DataFrame([{"label": row_label(r, r.rank), "score": r.reranker_score, "record": r.record_id}
-                       for r in rows[:top] if r.reranker_score is not None])
+                       for r in shown])
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("score:Q", title="reranker score"),
         y=_y(),

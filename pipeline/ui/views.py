@@ -95,7 +95,9 @@ def fusion_formula(stage: FusionTrace) -> str:
 
 
 def rerank_frame(stage: RerankTrace) -> pd.DataFrame:
+    blended = any(r.prior is not None for r in stage.rows)
     return pd.DataFrame([{"rank": r.rank, "shift": r.shift, "record": r.name, "reranker score": r.reranker_score,
+                          **({"RRF prior": r.prior, "final score": r.score} if blended else {}),
                           "union rank": r.before, "found by": r.provenance, "record_id": r.record_id}
                          for r in stage.rows])
 
