@@ -1,0 +1,50 @@
+"""Fitting the accept model on the committed table (fast: no LLM, the table holds Qwen's margins)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from pipeline.train.accept import TABLE, AcceptRecipe, fit, load_table
+
+
+@pytest.fixture(scope="module")
+def table() -> list[dict]:
+    return load_table(TABLE)
+
+
+def test_the_table_names_its_origins_and_labels(table: list[dict]) -> None:
+    origins = {r["origin"] for r in table}
+    assert origins == {"dev-tune", "docs"}
+    labels = [r for r in table if r["kind_label"] == 1]
+    # label prototypes are labelled by the dev set's hand labels, so some are relevant, and none come from docs
+    assert labels and any(r["label"] for r in labels) and all(r["origin"] == "dev-tune" for r in labels)
+
+
+def test_the_fit_is_deterministic_and_reaches_its_precision_on_the_tune_rows(table: list[dict]) -> None:
+    recipe = AcceptRecipe()
+    model, stats = fit(table, recipe)
+    again, _ = fit(table, recipe)
+    assert model.to_json() == again.to_json()
+    tune = [r for r in table if r["origin"] == "dev-tune" and r["margin"] is not None]
+    acc = [r for r in tune if model.full.p(r)[0] >= model.threshold]
+    assert acc and sum(r["label"] for r in acc) / len(acc) >= recipe.precision
+    assert stats["rows"] == len([r for r in table if r["margin"] is not None])
+
+
+def test_qwen_joins_the_model_only_when_it_helps(table: list[dict]) -> None:
+    # On the real table Qwen's margins do not raise out-of-fold AUC, so the decision is the free features'.
+    model, stats = fit(table, AcceptRecipe())
+    assert stats["uses_qwen"] is False and not model.uses_llm
+    assert stats["oof_auc_tune_with_qwen"] < stats["oof_auc_tune_free"] + AcceptRecipe().llm_gain
+    # A margin that does carry the label is kept: the rule can go the other way.
+    rng = random.Random(5)
+    informed = [{**r, "margin": (3.0 if r["label"] else -3.0) + rng.gauss(0, 1.0)} for r in table]
+    model2, stats2 = fit(informed, AcceptRecipe())
+    assert stats2["uses_qwen"] is True and model2.uses_llm
+    assert stats2["oof_auc_tune_with_qwen"] > stats2["oof_auc_tune_free"] + 0.05
+    assert 0.0 < model2.ask_above < 1.0  # and Qwen is asked only above the band where it can flip a decision
+    p = np.array([model2.free.p(r)[0] for r in informed])
+    assert 0.0 < float((p >= model2.ask_above).mean()) < 1.0
