@@ -24,7 +24,7 @@ from pipeline.features import ChunkFacts, dimension_agreement
 from pipeline.models.provision import ModelError
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
 
-ACCEPT_VERSION = 1
+ACCEPT_VERSION = 3
 FREE: dict[str, str] = {  # name -> what it says, for the validator panel
     "coverage": "rarity-weighted share of the code's facts in the record",
     "facts": "facts found in both texts", "api_facts": "API calls or patterns found in both",
@@ -34,6 +34,8 @@ FREE: dict[str, str] = {  # name -> what it says, for the validator panel
     "dimension_conflict": "2D code vs 3D record (or back)", "dimension_agrees": "same dimension as the code",
     "class_used": "the record's class is used by the code", "rank": "rank in the ranking",
     "rank_score": "ranking score, scaled to the judged list",
+    "foreign_code": "the code is not GDScript and the record is Godot documentation",
+    "legacy_code": "the code is Godot 3 (a renamed class) and the record is not a migration note",
 }
 LLM: dict[str, str] = {"margin": "Qwen's yes − no margin",
                        "pmi_margin": "Qwen's margin minus its margin for an empty chunk"}
@@ -54,6 +56,9 @@ def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int,
         "kind_label": float(isinstance(record, LabelPrototype)),
         "dimension_conflict": float(bool(ev.conflicts)), "dimension_agrees": dimension_agreement(chunk, record),
         "class_used": float(cls in chunk.classes) if cls else 0.0, "rank": float(rank), "rank_score": rank_score,
+        "foreign_code": float(chunk.foreign and not isinstance(record, LabelPrototype)),
+        "legacy_code": float(chunk.legacy and not isinstance(record, LabelPrototype)
+                             and not source.startswith("migrating/")),
     }
 
 

@@ -182,7 +182,8 @@ def probability_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk], b
             a = trace.alternatives.get(alt)
             if a is None or a.validation is None or a.validation.status not in ("ok", "error"):
                 continue
-            calls += a.validation.judged + a.validation.cached
+            calls += a.validation.judged + a.validation.cached  # yes/no judgements (asked or from cache)
+            calls += sum(1 for r in a.validation.judged_rows if r.asked_qwen is False and r.accepted and r.evidence)
             saved += a.validation.skipped
             for r in a.validation.judged_rows:
                 if r.p is not None:

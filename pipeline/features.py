@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.bm25_index import BM25Index
+from pipeline.chunk import guess_language
 from pipeline.evidence import Evidence, code_facts, collect, strip_comments
 from pipeline.kb.store import KBStore
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
@@ -56,6 +57,8 @@ class ChunkFacts:
     classes: set[str]
     is_2d: bool
     is_3d: bool
+    foreign: bool = False  # the code is another language (C#, Python, JavaScript), not GDScript
+    legacy: bool = False  # the code names a Godot 3 class that Godot 4 renamed (e.g. KinematicBody2D)
 
 
 def classes_used(code: str, known: Callable[[str], bool]) -> set[str]:
@@ -105,6 +108,11 @@ def _text_length(record: AnyRecord) -> int:
     return len(record.description) + len(record.prototype_code)
 
 
+# Godot 3 syntax that Godot 4 removed (upgrading_to_godot_4.rst): `export(int) var`, `onready var`, `yield(`,
+# `.instance()`. With the renamed classes, what marks a chunk as Godot 3 code.
+GODOT3 = re.compile(r"^\s*(export\s*\(|onready\s+var\b)|\byield\s*\(|\.instance\(\)", re.M)
+
+
 class FeatureBuilder:
     """Builds the feature matrix of a union, for one KB (its BM25 index gives term rarity)."""
 
@@ -113,6 +121,10 @@ class FeatureBuilder:
         self.class_page = {r.source.removeprefix("class/"): r.doc_path for r in store.records
                            if isinstance(r, DocsChunk) and r.source.startswith("class/")}
         self.page_class = {p: c for c, p in self.class_page.items()}
+        # Godot 3 class names from the migration page's renames (bare names only: `yield` is not a class)
+        old = {r.source_api for r in store.records if isinstance(r, ApiMapping) and r.source.startswith("migrating/")
+               and r.source_api.isidentifier() and r.source_api[:1].isupper()}
+        self.legacy_classes = old - set(self.class_page)
 
     def idf(self, term: str) -> float:
         j = self.bm25.term_ids.get(term)
@@ -120,9 +132,12 @@ class FeatureBuilder:
 
     def chunk_facts(self, code: str, terms: Sequence[str]) -> ChunkFacts:
         distinct = list(dict.fromkeys(terms))
-        two, three = _dimension(strip_comments(code))
+        bare = strip_comments(code)
+        two, three = _dimension(bare)
         return ChunkFacts(distinct, sum(self.idf(t) for t in distinct) or 1.0,
-                          classes_used(code, self.class_page.__contains__), two, three)
+                          classes_used(code, self.class_page.__contains__), two, three,
+                          guess_language(code) not in ("gdscript", "unknown"),
+                          bool(self.legacy_classes & set(re.findall(r"\b[A-Z]\w+", bare))) or bool(GODOT3.search(bare)))
 
     def matrix(self, code: str, facts: ChunkFacts, candidates: Sequence[UnionCandidate],
                evidence: Callable[[AnyRecord], Evidence] | None = None) -> np.ndarray:

@@ -209,7 +209,11 @@ def part_validate(a: AlternativeTrace, c: _Charts) -> Markup:
                     ("reused tokens", f"{v.reused_tokens:,}")])
     if not judged:
         return out + para("No candidate was in the validator's scope.", "muted")
-    if any(r.margin is not None for r in judged):
+    if any(r.p is not None for r in judged):  # policy "calibrated": p against its threshold, as the dashboard
+        out += para(f"Accept model {v.accept_model} · p threshold {v.p_threshold} · "
+                    f"{v.skipped} of {len(judged)} decided without Qwen")
+        out += c.add(charts.p_chart(judged, v.p_threshold))
+    elif any(r.margin is not None for r in judged):
         out += c.add(charts.margin_chart(judged, v.threshold))
     # Threshold and cache are said above; the margin is the score without the evidence prior.
     brief = table(views.validate_frame(judged), drop=("record_id", "margin", "threshold", "cached"))

@@ -166,7 +166,8 @@ def test_report_of_a_validated_run_draws_the_validator(validated_trace: Trace,
     _open(page, path)
     assert page.evaluate("document.body.dataset.charts") == "ready", problems
     assert page.locator(".chart svg.marks").count() == len(CHART_DIV.findall(html))
-    assert page.locator("#panel-validate .chart svg text", has_text="judge score").count() == 2  # D's and F's
+    # D's and F's p charts (policy "calibrated")
+    assert page.locator("#panel-validate .chart svg text", has_text="calibrated probability").count() == 2
     accepted = page.locator("#panel-final h4.accepted")
     assert accepted.count() >= 1
     assert page.locator("#panel-final").get_by_text("first_2d_game/coding_the_player").count() >= 1

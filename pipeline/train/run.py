@@ -90,6 +90,8 @@ def train_all(store: KBStore, bm25: BM25Index, *, budget: Budget | None = None, 
         say(f"no accept table at {accept_table.TABLE}: the validator keeps its rule-based policy "
             "(`python -m pipeline train accept-table` collects one)")
     if cross_encoder:
+        # From MiniLM itself: the shipped tuned leg is a query map (a module on top of MiniLM), not a
+        # checkpoint a CrossEncoder can start from.
         _step("cross_encoder", kb, budget, report, say, lambda out: crossencoder.train(
-            encoder_path or base.path, out, queries, store, r.cross_encoder, progress))
+            base.path, out, queries, store, r.cross_encoder, progress))
     return report
