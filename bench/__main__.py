@@ -131,14 +131,15 @@ def _rankers_section() -> list[str]:
              *([f"Long scripts ({rk['long_files']:.0f} files: the code of each held-out or validation tutorial page "
                 "with 60+ lines, joined; its own records hidden), searched whole or function by function:", "",
                 *_metrics_table(rk["long"]), ""] if rk.get("long") else []),
-             "F's reranking of the reference chunk's union, median of 3 in one run (the text rerankers score the "
-             "union's top 30 from a cold cache; the learned ranker scores every union candidate):", "",
-             "| reranker | ms | candidates scored |", "|---|---|---|"]
+             "F's reranking of the reference chunk's union, in one run (the text rerankers score the "
+             "union's top 30 from a cold cache; the learned ranker, blended with the RRF prior, scores every union "
+             "candidate):", "",
+             "| reranker | ms (median) | runs | candidates scored |", "|---|---|---|---|"]
     for name, lat in rk["rerank_latency"].items():
         if lat is None or "error" in lat:
-            lines.append(f"| {name} | not measured: {lat.get('error') if lat else 'not run'} | |")
+            lines.append(f"| {name} | not measured: {lat.get('error') if lat else 'not run'} | | |")
         else:
-            lines.append(f"| {name} | {lat['median_ms']:,.0f} | {lat['scored']:.0f} |")
+            lines.append(f"| {name} | {lat['median_ms']:,.0f} | {lat.get('runs', 1):.0f} | {lat['scored']:.0f} |")
     return [*lines, ""]
 
 

@@ -62,8 +62,8 @@ def tiny(engine: Engine) -> dict[str, Path]:
     """Train every model on a tiny budget with the real code (its own artifact folders, never the defaults)."""
     from pipeline.train.run import train_all
 
-    report = train_all(engine.store, engine.bm25, budget=Budget.parse(TINY), cross_encoder=True)
-    assert set(report.steps) == {"data", "query_encoder", "ranker", "cross_encoder"}
+    report = train_all(engine.store, engine.bm25, budget=Budget.parse(TINY), cross_encoder=True, mnrl=True)
+    assert set(report.steps) == {"data", "query_map", "query_encoder", "ranker", "accept", "cross_encoder"}
     return {k: defaults.folder(k, engine.store.content_hash, Budget.parse(TINY)) for k in report.steps}
 
 

@@ -40,7 +40,11 @@ class LearnedRanker:
         try:
             import lightgbm as lgb
 
-            self._booster = lgb.Booster(model_file=str(self.folder / MODEL_FILE))
+            # LightGBM aborts the process on a truncated file (no exception to catch): check it first.
+            path = self.folder / MODEL_FILE
+            if b"end of trees" not in path.read_bytes():
+                raise ValueError(f"{MODEL_FILE} is truncated (no 'end of trees')")
+            self._booster = lgb.Booster(model_file=str(path))
         except Exception as exc:  # a truncated or corrupt file: say so, F falls back to the union order
             raise ModelError(f"cannot load the learned ranker from {self.folder}: {exc}") from exc
 
