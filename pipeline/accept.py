@@ -19,12 +19,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.evidence import Evidence
-from pipeline.features import ChunkFacts, dimension_agreement
+from pipeline.evidence import Evidence, strip_comments
+from pipeline.features import GODOT3, ChunkFacts, dimension_agreement
 from pipeline.models.provision import ModelError
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
 
-ACCEPT_VERSION = 3
+ACCEPT_VERSION = 5
 FREE: dict[str, str] = {  # name -> what it says, for the validator panel
     "coverage": "rarity-weighted share of the code's facts in the record",
     "facts": "facts found in both texts", "api_facts": "API calls or patterns found in both",
@@ -35,14 +35,15 @@ FREE: dict[str, str] = {  # name -> what it says, for the validator panel
     "class_used": "the record's class is used by the code", "rank": "rank in the ranking",
     "rank_score": "ranking score, scaled to the judged list",
     "foreign_code": "the code is not GDScript and the record is Godot documentation",
-    "legacy_code": "the code is Godot 3 (a renamed class) and the record is not a migration note",
+    "legacy_code": "the code is Godot 3 and the record is Godot 4 material (not a migration note or Godot 3 label)",
+    "label_terms": "share of a label's match terms found literally in the code",
 }
 LLM: dict[str, str] = {"margin": "Qwen's yes − no margin",
                        "pmi_margin": "Qwen's margin minus its margin for an empty chunk"}
 
 
 def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int, rank_score: float,
-                  rarity: float) -> dict[str, float]:
+                  rarity: float, code: str = "") -> dict[str, float]:
     """What costs nothing: evidence, kind, dimension and rank (``rarity``: IDF of the rarest shared fact)."""
     source = record.source
     is_class_doc = isinstance(record, DocsChunk) and source.startswith("class/")
@@ -57,9 +58,22 @@ def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int,
         "dimension_conflict": float(bool(ev.conflicts)), "dimension_agrees": dimension_agreement(chunk, record),
         "class_used": float(cls in chunk.classes) if cls else 0.0, "rank": float(rank), "rank_score": rank_score,
         "foreign_code": float(chunk.foreign and not isinstance(record, LabelPrototype)),
-        "legacy_code": float(chunk.legacy and not isinstance(record, LabelPrototype)
-                             and not source.startswith("migrating/")),
+        "legacy_code": float(chunk.legacy and not source.startswith("migrating/") and not godot3_label(record)),
+        "label_terms": label_terms(record, code),
     }
+
+
+def godot3_label(record: AnyRecord) -> bool:
+    """A label whose own prototype is Godot 3 code: the one kind of label that fits Godot 3 code."""
+    return isinstance(record, LabelPrototype) and bool(GODOT3.search(strip_comments(record.prototype_code)))
+
+
+def label_terms(record: AnyRecord, code: str) -> float:
+    """A label's own test of fit: how many of its match terms the code contains, as a share (0 for other kinds)."""
+    if not isinstance(record, LabelPrototype) or not record.match_terms:
+        return 0.0
+    bare = strip_comments(code)
+    return sum(1 for t in record.match_terms if t in bare) / len(record.match_terms)
 
 
 @dataclass(frozen=True)

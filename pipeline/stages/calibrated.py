@@ -72,7 +72,7 @@ class Calibrated:
             ev = collect(chunk.text, record, weight=stage.weight)
             rarity = max((stage.weight(i.text) for i in ev.items), default=0.0) if stage.weight else 0.0
             x0 = free_features(record, ev, self.facts, item.rank, (item.score - lo) / (hi - lo) if hi > lo else 1.0,
-                               rarity)
+                               rarity, chunk.text)
             p0, parts = self.model.free.p(x0)
             if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
