@@ -130,25 +130,23 @@ def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk]) -> dic
     by_id = {c.id: c for c in chunks}
     alts = sorted({a for t in traces.values() for a in t.alternatives})
     for alt in alts:
-        tp = fp = bad = rel_total = rel_found = n_acc = 0
+        tp = fp = bad = rel_total = n_acc = 0
         for cid, trace in traces.items():
             a = trace.alternatives.get(alt)
             if a is None or not any(it.accepted is not None for it in a.final):
                 continue
             c = by_id[cid]
-            pages = {it.doc_path for it in a.final if it.accepted and it.doc_path and it.kind != "label_prototype"}
-            labels = {it.source for it in a.final if it.accepted and it.kind == "label_prototype"}
-            right = {p for p in pages if p in c.relevant and p not in c.must_not_accept}
-            right_labels = {lb for lb in labels if lb.removeprefix("label/") in c.labels}
-            n_acc += len(pages) + len(labels)
-            tp += len(right) + len(right_labels)
-            fp += len(pages - right) + len(labels - right_labels)
-            bad += len(pages & set(c.must_not_accept))
+            # each accepted page (or label) once, with whether it is right
+            right = {it.source if it.kind == "label_prototype" else it.doc_path: is_relevant(c, it)
+                     for it in a.final if it.accepted and (it.kind == "label_prototype" or it.doc_path)}
+            n_acc += len(right)
+            tp += sum(right.values())
+            fp += len(right) - sum(right.values())
+            bad += len(right.keys() & set(c.must_not_accept))
             rel_total += len(c.relevant) + len(c.labels)
-            rel_found += len(right) + len(right_labels)
         if n_acc or rel_total:
             out[alt] = {"accept_precision": tp / (tp + fp) if tp + fp else 0.0,
-                        "accept_recall": rel_found / rel_total if rel_total else 0.0,
+                        "accept_recall": tp / rel_total if rel_total else 0.0,
                         "must_not_accept_violations": float(bad), "accepted": float(n_acc)}
     return out
 

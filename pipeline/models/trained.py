@@ -20,33 +20,29 @@ def query_encoder(kb_hash: str) -> str:
     return path
 
 
-def ranker(kb_hash: str) -> Path:
+def _ready(kind: str, kb_hash: str, missing: str) -> Path:
+    """The finished artifact folder of ``kind`` for this KB; ModelError(``missing``) when there is none."""
     from pipeline.train import defaults
 
-    folder = defaults.ready("ranker", kb_hash)
+    folder = defaults.ready(kind, kb_hash)
     if folder is None:
-        raise ModelError("the learned ranker is not trained yet; train it with `python -m pipeline models train` "
-                         "(make test and make demo do it on the first run)")
+        raise ModelError(missing)
     return folder
+
+
+def ranker(kb_hash: str) -> Path:
+    return _ready("ranker", kb_hash, "the learned ranker is not trained yet; train it with `python -m pipeline "
+                  "models train` (make test and make demo do it on the first run)")
 
 
 def cross_encoder(kb_hash: str) -> Path:
-    from pipeline.train import defaults
-
-    folder = defaults.ready("cross_encoder", kb_hash)
-    if folder is None:
-        raise ModelError("no cross-encoder: set GDPOC_BGE_RERANKER or the reranker model setting to a bge folder, "
-                         "or train one here with `python -m pipeline models train --cross-encoder`")
-    return folder / "model"
+    return _ready("cross_encoder", kb_hash, "no cross-encoder: set GDPOC_BGE_RERANKER or the reranker model setting "
+                  "to a bge folder, or train one here with `python -m pipeline models train --cross-encoder`") / "model"
 
 
 def accept(kb_hash: str) -> Path:
-    from pipeline.train import defaults
-
-    folder = defaults.ready("accept", kb_hash)
-    if folder is None:
-        raise ModelError("the accept model is not trained yet; train it with `python -m pipeline models train`")
-    return folder
+    return _ready("accept", kb_hash,
+                  "the accept model is not trained yet; train it with `python -m pipeline models train`")
 
 
 def status_lines(kb_hash: str) -> list[str]:

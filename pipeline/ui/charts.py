@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,35 +105,33 @@ def slope_chart(rows: Sequence[Shift], before: str, after: str, *, top: int = 15
     return (lines + labels + heads).properties(height=max(240, int(20 * ymax)))
 
 
+def _stacked(rows: Sequence[FusionRow] | Sequence[RerankRow],
+             parts: Callable[[Any], tuple[tuple[str, float], ...]], *, part: str, value: str, title: str,
+             fmt: str) -> alt.Chart:
+    """One bar per row, split into named parts (stacked)."""
+    df = pd.DataFrame([{"label": row_label(r, r.rank), part: name, value: v, "record": r.record_id}
+                       for r in rows for name, v in parts(r)])
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X(f"sum({value}):Q", title=title),
+        y=_y(),
+        color=alt.Color(f"{part}:N", title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=["record", part, alt.Tooltip(f"{value}:Q", format=fmt)],
+    ).properties(height=STEP)
+
+
 def contribution_bars(rows: Sequence[FusionRow], top: int = 15) -> alt.Chart:
     """Fusion score split into its BM25 and embedding contributions (stacked)."""
-    long = []
-    for r in rows[:top]:
-        for leg, value in (("BM25", r.bm25_contribution), ("embedding", r.embedding_contribution)):
-            long.append({"label": row_label(r, r.rank), "leg": leg, "contribution": value, "record": r.record_id})
-    df = pd.DataFrame(long)
-    return alt.Chart(df).mark_bar().encode(
-        x=alt.X("sum(contribution):Q", title="fused score"),
-        y=_y(),
-        color=alt.Color("leg:N", title=None, legend=alt.Legend(orient="bottom")),
-        tooltip=["record", "leg", alt.Tooltip("contribution:Q", format=".5f")],
-    ).properties(height=STEP)
+    return _stacked(rows[:top], lambda r: (("BM25", r.bm25_contribution), ("embedding", r.embedding_contribution)),
+                    part="leg", value="contribution", title="fused score", fmt=".5f")
 
 
 def reranker_bars(rows: Sequence[RerankRow], top: int = 15) -> alt.Chart:
     """The reranker's score per candidate; for the learned ranker's blend, its two parts stacked."""
     shown = [r for r in rows[:top] if r.reranker_score is not None]
     if any(r.prior is not None for r in shown):
-        parts = lambda r: (("learned ranker (standardised)", r.score - (r.prior or 0.0)),  # noqa: E731
-                           ("RRF prior × weight", r.prior or 0.0))
-        df = pd.DataFrame([{"label": row_label(r, r.rank), "record": r.record_id, "part": part, "value": value}
-                           for r in shown for part, value in parts(r)])
-        return alt.Chart(df).mark_bar().encode(
-            x=alt.X("sum(value):Q", title="final score = learned ranker + RRF prior"),
-            y=_y(),
-            color=alt.Color("part:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=["record", "part", alt.Tooltip("value:Q", format=".3f")],
-        ).properties(height=STEP)
+        return _stacked(shown, lambda r: (("learned ranker (standardised)", r.score - (r.prior or 0.0)),
+                                          ("RRF prior × weight", r.prior or 0.0)),
+                        part="part", value="value", title="final score = learned ranker + RRF prior", fmt=".3f")
     df = pd.DataFrame([{"label": row_label(r, r.rank), "score": r.reranker_score, "record": r.record_id}
                        for r in shown])
     return alt.Chart(df).mark_bar().encode(
