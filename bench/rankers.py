@@ -1,6 +1,6 @@
 """Every ranker on the same chunks, and what F's reranking of 30 candidates costs, in one run.
 
-python -m bench.rankers [--with-qwen] [--with-cross-encoder]  -> bench/results/rankers.json
+python -m bench.rankers [--with-qwen] [--with-cross-encoder] [--with-pmi]  -> bench/results/rankers.json
 
 Quality: page-level nDCG@10 / MRR / Recall@50 on the dev set's test half (nothing was tuned on it), its tune
 half (for reference), and the training data's held-out test pages (crops of code no model saw, their source
@@ -47,9 +47,9 @@ def _latency(engine: Engine, reranker: str, runs: int = 3, top_n: int = 30) -> d
     return {"median_ms": statistics.median(samples), "scored": float(result.scored), "runs": float(runs)}
 
 
-def main(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str, object]:
+def main(with_qwen: bool = False, with_cross_encoder: bool = False, with_pmi: bool = False) -> dict[str, object]:
     engine = Engine.open()
-    variants = ranking_variants(with_qwen, with_cross_encoder)
+    variants = ranking_variants(with_qwen, with_cross_encoder, with_pmi)
     out: dict[str, object] = {"variants": list(variants)}
     for half in ("test", "tune"):
         chunks = load_set(split=half)
@@ -64,6 +64,8 @@ def main(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str,
     latency = {"learned": _latency(engine, "learned")}
     if with_cross_encoder:
         latency["bge"] = _latency(engine, "bge")
+    if with_pmi:
+        latency["qwen-pmi"] = _latency(engine, "qwen-pmi")
     latency["qwen"] = _latency(engine, "qwen", runs=1)  # the baseline, in the same run (~1 min)
     out["rerank_latency"] = latency
     save("rankers", out)
@@ -71,4 +73,4 @@ def main(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str,
 
 
 if __name__ == "__main__":
-    main("--with-qwen" in sys.argv, "--with-cross-encoder" in sys.argv)
+    main("--with-qwen" in sys.argv, "--with-cross-encoder" in sys.argv, "--with-pmi" in sys.argv)

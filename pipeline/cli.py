@@ -177,7 +177,7 @@ def run_cmd(
     bars, progress = _bar_progress()
     try:
         engine = Engine.open(kb, progress=progress)
-        trace = engine.run(chunk, settings, progress=progress)
+        trace = engine.run(chunk, settings, progress=progress, prime=True)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(message(exc))
     finally:

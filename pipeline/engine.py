@@ -160,9 +160,12 @@ class Engine:
 
     # --- fast phase -------------------------------------------------------------------------
     def prepare(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
-                progress: ProgressFn = _quiet) -> Prepared:
+                progress: ProgressFn = _quiet, prime: bool = False) -> Prepared:
+        """The fast phase. ``prime``: read Qwen's prompt prefix meanwhile (interactive runs; not batches)."""
         s = settings or Settings()
         chunk = data if isinstance(data, ChunkInfo) else prepare_chunk(data)
+        if prime:
+            self.prime(chunk, s)
         qa = QueryAnalysis()
         q = qa.run(chunk)
         trace = Trace(chunk=chunk, kb=self.kb_info(), settings=s, query=qa.trace(q))
@@ -215,6 +218,32 @@ class Engine:
         alt.validation = (ValidateTrace(status="pending", message="the validator runs next")
                           if s.run_validator else ValidateTrace(status="skipped", message="validation turned off"))
         return alt
+
+    def prime(self, chunk: ChunkInfo, s: Settings) -> threading.Thread | None:
+        """Load Qwen and read the chunk's shared prompt prefix in the background, while retrieval runs.
+
+        Skipped when Qwen has already been through this chunk (its answers are cached) or will not run.
+        """
+        if not s.judges:
+            return None
+        if self.verdicts is None:
+            self.verdicts = VerdictCache()
+        try:
+            validator = self.validator(s)
+        except ModelError:
+            return None  # the validate stage reports it
+        if self.verdicts.primed(validator, chunk.text):
+            return None
+
+        def work() -> None:
+            try:
+                validator.prime(chunk.text)
+            except Exception as exc:  # only a head start: the stage itself reports real failures
+                log.warning("priming Qwen failed: %s", exc)
+
+        thread = threading.Thread(target=work, name="qwen-prime", daemon=True)
+        thread.start()
+        return thread
 
     # --- model phase ------------------------------------------------------------------------
     def complete(self, prepared: Prepared, progress: ProgressFn = _quiet, cancelled: Cancel | None = None,
@@ -282,8 +311,10 @@ class Engine:
 
         result = stage.run(prepared.chunk, alt.final, tick, stop)
         alt.validation, alt.final = stage.trace(result), result.final
+        if validator is not None and not stop():
+            self.verdicts.mark_primed(validator, prepared.chunk.text)
 
     def run(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
-            progress: ProgressFn = _quiet, cancelled: Cancel | None = None) -> Trace:
+            progress: ProgressFn = _quiet, cancelled: Cancel | None = None, prime: bool = False) -> Trace:
         """Both phases: the complete trace."""
-        return self.complete(self.prepare(data, settings, progress), progress, cancelled)
+        return self.complete(self.prepare(data, settings, progress, prime), progress, cancelled)

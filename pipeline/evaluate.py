@@ -216,7 +216,8 @@ def evaluate_policies(engine: Engine, chunks: list[LabelledChunk], settings: Set
 
 
 # --- the variants table (issue 2/4): every ranker measured on the same chunks, in one run ---------------
-def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False) -> dict[str, tuple[Settings, str]]:
+def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False,
+                     with_pmi: bool = False) -> dict[str, tuple[Settings, str]]:
     """Settings per row of the table, and which system of their trace the row reads."""
     from pipeline.settings import TRAINED
     from pipeline.train import defaults
@@ -245,6 +246,8 @@ def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False) 
         out["F + trained cross-encoder (FlagEmbedding)"] = (base.model_copy(update={"reranker": "bge"}), "F")
     if with_qwen:
         out["F + Qwen 0.5B yes/no reranker"] = (base.model_copy(update={"reranker": "qwen"}), "F")
+    if with_pmi:
+        out["F + Qwen 0.5B PMI reranker"] = (base.model_copy(update={"reranker": "qwen-pmi"}), "F")
     return out
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 AltName = Literal["D", "F"]
 FusionMethod = Literal["rrf", "minmax", "zscore"]
 AcceptPolicy = Literal["calibrated", "qwen_and_evidence", "qwen_only", "evidence_only"]
-RerankerBackend = Literal["learned", "bge", "qwen", "none"]
+RerankerBackend = Literal["learned", "bge", "qwen", "qwen-pmi", "none"]
 TRAINED = "trained"  # an embedder setting that means: the code embedder trained here (MiniLM until it is)
 ValidatorModel = Literal["qwen-1.5b", "qwen-0.5b"]
 
@@ -45,7 +45,8 @@ assert set(POLICIES) == set(get_args(AcceptPolicy)), "every accept policy needs 
 # Rough costs of the model stages on this 2-core CPU (README, BENCHMARKS.md): the dashboard's hints
 # and the evaluation page's time estimate both read them here. Cached verdicts and scores are free.
 SECONDS_PER_JUDGEMENT: dict[ValidatorModel, float] = {"qwen-1.5b": 3.0, "qwen-0.5b": 1.2}
-SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"learned": 0.002, "bge": 0.04, "qwen": 1.9, "none": 0.0}
+SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"learned": 0.002, "bge": 0.04, "qwen": 1.9, "qwen-pmi": 2.0,
+                                                        "none": 0.0}
 SECONDS_FAST_PHASE = 1.0  # query, both legs, union, fusion
 
 
@@ -70,11 +71,12 @@ class Settings(BaseModel):
     embedder: str | None = None  # sentence-transformers folder; None = MiniLM from its package
     f_embedder: str | None = TRAINED  # F's code embedder: "trained" (default), a folder, or None = same as D's
     # F's reranker: "learned" (LightGBM over the trace's features, trained here), "bge" (a cross-encoder
-    # folder through FlagEmbedding: a real bge-reranker or the one trained here), "qwen" (0.5B yes/no logits).
+    # folder through FlagEmbedding: a real bge-reranker or the one trained here), "qwen" (0.5B yes/no logits),
+    # "qwen-pmi" (0.5B: log P(record | code) − log P(record | empty code); measured, not the default).
     reranker: RerankerBackend = "learned"
     reranker_model: str | None = None  # a folder (learned, bge) or a GGUF (qwen); None = the default one
     rerank_top_n: int = Field(30, ge=1, le=200)
-    f_prior_weight: float = Field(1.0, ge=0.0, le=100.0)  # learned ranker + this × RRF prior (tune half)
+    f_prior_weight: float = Field(0.5, ge=0.0, le=100.0)  # learned ranker + this × RRF prior (tune half)
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

@@ -116,3 +116,30 @@ def test_unity_csharp_gets_no_accepted_godot_record(engine: Engine) -> None:
     assert d.validation is not None and d.validation.status == "ok"
     # the one right accept is the label that says so: not_godot
     assert not [it.record_id for it in d.final if it.accepted and it.record_id != "label:not_godot"]
+
+
+@pytest.mark.model
+def test_priming_reads_the_shared_prefix_ahead_and_is_skipped_once_qwen_has_seen_the_chunk(
+        engine: Engine, tmp_path: Path) -> None:
+    """Interactive runs read Qwen's prefix while retrieval runs; a chunk Qwen has been through is not primed."""
+    import dataclasses
+
+    from pipeline.models.validator import _head
+    from pipeline.stages.validate import VerdictCache
+
+    eng = dataclasses.replace(engine, verdicts=VerdictCache(tmp_path))
+    s = Settings(alternatives=("D",))
+    chunk = prepare_chunk(REFERENCE)
+    qwen = engine.hub.qwen("qwen-1.5b")
+    with qwen.lock:
+        qwen.llm.reset()
+    thread = eng.prime(chunk, s)
+    assert thread is not None
+    thread.join(timeout=600)
+    head = qwen.tokenize(_head(REFERENCE))
+    assert qwen.llm.n_tokens >= len(head)
+    assert qwen.llm.input_ids[: len(head)].tolist() == head
+    trace = eng.complete(eng.prepare(chunk, s))
+    assert trace.alternatives["D"].validation is not None and trace.alternatives["D"].validation.status == "ok"
+    assert eng.prime(chunk, s) is None  # the validate stage marked the chunk: its answers are cached now
+    assert eng.prime(chunk, s.model_copy(update={"run_validator": False})) is None

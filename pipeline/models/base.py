@@ -85,6 +85,7 @@ class Validator(Protocol):
 
     name: str  # shown in the trace
     prompt_version: str
+    evidence_version: str  # of the evidence-only prompt: part of its cache key
     threshold: float
 
     @property
@@ -100,6 +101,10 @@ class Validator(Protocol):
     def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0
                      ) -> list[dict[str, object]]:
         """Only the evidence list (numbers of shared facts or short strings, each checked literally)."""
+        ...
+
+    def prime(self, code: str) -> None:
+        """Load the model and read ``code``'s shared prompt prefix ahead of the calls that reuse it."""
         ...
 
     def verdict_for(self, margin: float, ev: Evidence) -> tuple[Verdict, float]:

@@ -18,7 +18,7 @@ from pipeline.models.embedder import SentenceTransformerEmbedder
 from pipeline.models.learned import LearnedRanker
 from pipeline.models.qwen import QwenGGUF
 from pipeline.models.registry import RERANKER_ENV
-from pipeline.models.reranker import FlagEmbeddingReranker, QwenYesNoReranker
+from pipeline.models.reranker import FlagEmbeddingReranker, QwenPMIReranker, QwenYesNoReranker
 from pipeline.models.validator import QwenValidator
 from pipeline.settings import Settings
 
@@ -31,6 +31,7 @@ class ModelHub:
         self._flag: dict[str, FlagEmbeddingReranker] = {}
         self._learned: dict[str, LearnedRanker] = {}
         self._accept: dict[str, AcceptModel] = {}
+        self._pmi: dict[str, QwenPMIReranker] = {}
 
     def qwen(self, key: str, path: str | None = None) -> QwenGGUF:
         """One GGUF object per file, shared by every run and session (it has its own lock)."""
@@ -86,6 +87,12 @@ class ModelHub:
             path = s.reranker_model or os.environ.get(RERANKER_ENV) or str(trained.cross_encoder(kb_hash))
             return self.flag_reranker(path)
         gguf = s.reranker_model if s.reranker_model and s.reranker_model.endswith(".gguf") else None
+        if s.reranker == "qwen-pmi":
+            with self._lock:
+                if "pmi" not in self._pmi:
+                    path = Path(gguf) if gguf else provision.model_path("qwen-0.5b")
+                    self._pmi["pmi"] = QwenPMIReranker(path, path.name if gguf else "qwen-0.5b")
+                return self._pmi["pmi"]
         model = self.qwen("qwen-0.5b", gguf)
         model.load()
         return QwenYesNoReranker(model, Path(gguf).name if gguf else "qwen-0.5b")

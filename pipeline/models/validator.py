@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from pipeline.trace import Verdict
 
 PROMPT_VERSION = "v4"
+# The evidence-only prompt (policy "calibrated"): the shared facts without the record view,
+# about a third of the tokens; Qwen picks the direct matches, each is checked literally.
+EVIDENCE_VERSION = "e2"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
 # yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
 # 1.5B: threshold 0.9 on the margin, no prior, was the best F0.5 on the dev set's top-8 candidates
@@ -98,6 +101,14 @@ def record_prompt(record: AnyRecord, ev: Evidence) -> str:
     return "\n".join(parts) + "\nDirect match? yes or no.<|im_end|>\n<|im_start|>assistant\n" + '{"verdict": "'
 
 
+def evidence_prompt(record: AnyRecord, ev: Evidence) -> str:
+    """After the shared prefix: just the record's name and the facts found in both texts."""
+    facts = "\n".join(f"{i.n}. {i.text}" for i in ev.items[:6])
+    name = record.source or record.id
+    return (f"RECORD ({record.kind}) {name}\nFACTS FOUND IN BOTH:\n{facts}\n"
+            "Which facts are direct matches?<|im_end|>\n<|im_start|>assistant\n" + '{"verdict": "')
+
+
 @dataclass
 class Judgement:
     verdict: Verdict  # yes | no | timeout | error | unparsable | cancelled
@@ -121,6 +132,7 @@ class QwenValidator:
     """Validator backend: one yes/no LM (a Qwen GGUF), a threshold on the yes/no margin."""
 
     prompt_version = PROMPT_VERSION
+    evidence_version = EVIDENCE_VERSION
 
     def __init__(self, model: LogitLM, key: str, threshold: float | None = None,
                  prior_weight: float | None = None, generate_evidence: bool = True) -> None:
@@ -183,9 +195,13 @@ class QwenValidator:
         """Only the evidence list, for a record accepted on a verdict that did not ask for it."""
         if not ev.items:
             return []
-        tokens = self.model.tokenize(_head(code) + record_prompt(record, ev))
+        tokens = self.model.tokenize(_head(code) + evidence_prompt(record, ev))
         gen = self._generate(tokens, "yes", time.monotonic() + timeout_s)
         return self._parse_items(gen, code, record, ev)
+
+    def prime(self, code: str) -> None:
+        """Load the model and evaluate the shared prefix, so later calls only read their record."""
+        self.model.yes_no(self.model.tokenize(_head(code)))
 
     @staticmethod
     def _parse_items(gen: str, code: str, record: AnyRecord, ev: Evidence) -> list[dict[str, object]]:

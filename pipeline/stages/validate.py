@@ -78,6 +78,21 @@ class VerdictCache:
     def set_evidence(self, key: str, items: list[dict[str, object]]) -> None:
         self._cache.set("evidence|" + key, json.dumps(items))
 
+    @staticmethod
+    def _primed_key(validator: Validator, code: str) -> str:
+        return f"primed|{validator.fingerprint}|{validator.evidence_version}|" + hashlib.sha256(
+            sanitize_for_model(code).encode()).hexdigest()
+
+    def primed(self, validator: Validator, code: str) -> bool:
+        """Whether a validate stage already ran Qwen through this chunk (its answers are then cached)."""
+        try:
+            return self._cache.get(self._primed_key(validator, code)) is not None
+        except Exception:
+            return False
+
+    def mark_primed(self, validator: Validator, code: str) -> None:
+        self._cache.set(self._primed_key(validator, code), 1)
+
 
 def decide(policy: AcceptPolicy, j: Judgement | None, ev: Evidence) -> bool:
     if policy == "evidence_only":
@@ -183,7 +198,7 @@ class Validate:
         """Qwen's evidence list under its grammar, each item checked literally (cached like verdicts)."""
         v = self.validator
         assert v is not None
-        key = VerdictCache.key(v, code, record_line(record)) if self.cache else ""
+        key = f"{v.evidence_version}|" + VerdictCache.key(v, code, record_line(record)) if self.cache else ""
         hit = self.cache.get_evidence(key) if self.cache else None
         if hit is not None:
             return hit, True

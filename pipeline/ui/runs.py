@@ -139,7 +139,7 @@ def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunSta
     else:
         try:
             with st.spinner("BM25, embedding, union and fusion…"):
-                prepared = engine.prepare(chunk, settings)
+                prepared = engine.prepare(chunk, settings, prime=True)
         except Exception as exc:
             log.exception("fast phase failed")
             st.error(f"The run failed: {exc}")

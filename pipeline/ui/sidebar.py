@@ -21,7 +21,9 @@ LONG_LABELS = {"per_function": "search each function, merge the hits", "whole": 
 FUSION_LABELS = {"rrf": "RRF (reciprocal rank fusion)", "minmax": "min-max + α", "zscore": "z-score + α"}
 RERANKER_LABELS = {"learned": "learned ranker (LightGBM, trained from the docs)",
                    "bge": "cross-encoder via FlagEmbedding (trained here, or a bge folder)",
-                   "qwen": "Qwen 0.5B yes/no (local, ~2 s/candidate)", "none": "none (keep union order)"}
+                   "qwen": "Qwen 0.5B yes/no (local, ~2 s/candidate)",
+                   "qwen-pmi": "Qwen 0.5B query likelihood, PMI (local, ~2 s/candidate)",
+                   "none": "none (keep union order)"}
 VALIDATOR_LABELS = {"qwen-1.5b": f"Qwen2.5-Coder 1.5B (~{SECONDS_PER_JUDGEMENT['qwen-1.5b']:g} s/candidate)",
                     "qwen-0.5b": f"Qwen2.5-Coder 0.5B (~{SECONDS_PER_JUDGEMENT['qwen-0.5b']:g} s/candidate)"}
 KEEP: dict[str, Any] = {"persist_state": "session"}  # widget values survive page switches
@@ -127,7 +129,7 @@ def _model_notices(values: dict[str, Any]) -> None:
     wanted = []
     if values["run_validator"] and values["accept_policy"] != "evidence_only":
         wanted.append(values["validator_model"])
-    if values["reranker"] == "qwen" and "qwen-0.5b" not in wanted:
+    if values["reranker"] in ("qwen", "qwen-pmi") and "qwen-0.5b" not in wanted:
         wanted.append("qwen-0.5b")
     for key in wanted:
         try:
