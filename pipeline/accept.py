@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.evidence import Evidence, strip_comments
-from pipeline.features import GODOT3, ChunkFacts, dimension_agreement, label_terms
+from pipeline.features import GODOT3, ChunkFacts, dimension_agreement
 from pipeline.models.provision import ModelError
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
 
@@ -66,6 +66,14 @@ def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int,
 def godot3_label(record: AnyRecord) -> bool:
     """A label whose own prototype is Godot 3 code: the one kind of label that fits Godot 3 code."""
     return isinstance(record, LabelPrototype) and bool(GODOT3.search(strip_comments(record.prototype_code)))
+
+
+def label_terms(record: AnyRecord, code: str) -> float:
+    """A label's own test of fit: how many of its match terms the code contains, as a share (0 for other kinds)."""
+    if not isinstance(record, LabelPrototype) or not record.match_terms:
+        return 0.0
+    bare = strip_comments(code)
+    return sum(1 for t in record.match_terms if t in bare) / len(record.match_terms)
 
 
 @dataclass(frozen=True)

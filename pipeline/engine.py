@@ -96,6 +96,7 @@ class Engine:
     vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)  # per embedder, for this KB
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _features: FeatureBuilder | None = None
+    _priming: threading.Event | None = None
 
     @classmethod
     def open(cls, kb: Sequence[Path] | None = None, progress: ProgressFn = _quiet,
@@ -235,9 +236,13 @@ class Engine:
         if self.verdicts.primed(validator, chunk.text):
             return None
 
+        done = self._priming = threading.Event()  # set when the run no longer needs the head start
+
         def work() -> None:
             try:
-                validator.prime(chunk.text)
+                validator.prime(chunk.text, cancelled=done.is_set)
+            except Cancelled:
+                pass
             except Exception as exc:  # only a head start: the stage itself reports real failures
                 log.warning("priming Qwen failed: %s", exc)
 
@@ -257,6 +262,8 @@ class Engine:
                 self._validate(prepared, alt, progress, stop)
             if on_alternative is not None:
                 on_alternative(name)
+        if self._priming is not None:  # a prefix nobody will read is not worth finishing
+            self._priming.set()
         return prepared.trace
 
     def _rerank(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:

@@ -23,7 +23,7 @@ from pipeline.kb.store import KBStore
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
 from pipeline.stages.results import UnionCandidate
 
-FEATURES_VERSION = 2
+FEATURES_VERSION = 1
 MISSING_RANK = 200.0  # a leg that did not find the record: a rank past any top-k
 _MARK_2D = re.compile(r"\b\w*2D\b|\bVector2i?\b|\bRect2i?\b|\bTransform2D\b")
 _MARK_3D = re.compile(r"\b\w*3D\b|\bVector3i?\b|\bBasis\b|\bTransform3D\b|\bAABB\b")
@@ -44,7 +44,6 @@ FEATURES: dict[str, str] = {
     "classes_used": "classes the code uses", "dimension_agrees": "same dimension (2D/3D) as the code",
     "code_blocks": "code blocks in the record", "migration": "a Godot 3 → 4 migration record",
     "log_length": "log of the record's text length",
-    "label_terms": "share of a label's match terms found literally in the code",
 }
 NAMES = list(FEATURES)
 
@@ -101,14 +100,6 @@ def dimension_agreement(chunk: ChunkFacts, record: AnyRecord) -> float:
     return 1.0 if (chunk.is_2d and r2) or (chunk.is_3d and r3) else -1.0
 
 
-def label_terms(record: AnyRecord, code: str) -> float:
-    """A label's own test of fit: how many of its match terms the code contains, as a share (0 for other kinds)."""
-    if not isinstance(record, LabelPrototype) or not record.match_terms:
-        return 0.0
-    bare = strip_comments(code)
-    return sum(1 for t in record.match_terms if t in bare) / len(record.match_terms)
-
-
 def _text_length(record: AnyRecord) -> int:
     if isinstance(record, DocsChunk):
         return len(record.content) + sum(len(b) for b in record.code_blocks)
@@ -160,11 +151,11 @@ class FeatureBuilder:
             record = self.store.records[doc]
             matched = [t for t, j in term_ids if self.bm25.has_term(doc, j)]
             ev = evidence(record) if evidence else collect(code, record)
-            rows.append(self._row(c, record, facts, matched, ev, best_b, best_e, label_terms(record, code)))
+            rows.append(self._row(c, record, facts, matched, ev, best_b, best_e))
         return np.array(rows, dtype=np.float32).reshape(len(rows), len(NAMES))
 
     def _row(self, c: UnionCandidate, record: AnyRecord, facts: ChunkFacts, matched: list[str], ev: Evidence,
-             best_b: float, best_e: float, fit: float) -> list[float]:
+             best_b: float, best_e: float) -> list[float]:
         source = record.source
         is_class_doc = isinstance(record, DocsChunk) and source.startswith("class/")
         cls = source.removeprefix("class/") if source.startswith("class/") else None
@@ -189,6 +180,6 @@ class FeatureBuilder:
             "classes_used": float(len(facts.classes)), "dimension_agrees": dimension_agreement(facts, record),
             "code_blocks": float(len(record.code_blocks)) if isinstance(record, DocsChunk) else 0.0,
             "migration": float("migrating" in (record.doc_path or "") or source.startswith("migrating")),
-            "log_length": math.log1p(_text_length(record)), "label_terms": fit,
+            "log_length": math.log1p(_text_length(record)),
         }
         return [values[n] for n in NAMES]

@@ -76,7 +76,7 @@ class Settings(BaseModel):
     reranker: RerankerBackend = "learned"
     reranker_model: str | None = None  # a folder (learned, bge) or a GGUF (qwen); None = the default one
     rerank_top_n: int = Field(30, ge=1, le=200)
-    f_prior_weight: float = Field(0.5, ge=0.0, le=100.0)  # learned ranker + this × RRF prior (tune half)
+    f_prior_weight: float = Field(1.0, ge=0.0, le=100.0)  # learned ranker + this × RRF prior (tune half)
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

@@ -5,8 +5,9 @@ They stand in for the Qwen GGUFs only; everything else (KB, BM25, MiniLM, eviden
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pipeline.models.base import ProgressFn, Reranker, YesNo
@@ -37,6 +38,10 @@ class ScriptedLM:
 
     def load(self) -> None:
         pass
+
+    @contextlib.contextmanager
+    def threads(self, n: int) -> Iterator[None]:
+        yield
 
     def tokenize(self, text: str) -> list[int]:
         self.last = text

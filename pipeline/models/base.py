@@ -7,6 +7,7 @@ torch or FlagEmbedding classes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -67,6 +68,10 @@ class LogitLM(Protocol):
 
     def load(self) -> None: ...
 
+    def threads(self, n: int) -> AbstractContextManager[None]:
+        """Evaluate on ``n`` threads inside the block."""
+        ...
+
     def tokenize(self, text: str) -> list[int]: ...
 
     def yes_no(self, tokens: list[int], *, deadline: float | None = None,
@@ -103,7 +108,7 @@ class Validator(Protocol):
         """Only the evidence list (numbers of shared facts or short strings, each checked literally)."""
         ...
 
-    def prime(self, code: str) -> None:
+    def prime(self, code: str, cancelled: Callable[[], bool] | None = None) -> None:
         """Load the model and read ``code``'s shared prompt prefix ahead of the calls that reuse it."""
         ...
 

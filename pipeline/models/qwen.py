@@ -9,9 +9,11 @@ access: a llama context is not safe to use from two sessions at once.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +52,6 @@ class QwenGGUF:
                 from llama_cpp import Llama
             except ImportError as exc:
                 raise ModelError("llama-cpp-python is not installed; fix: `make install`") from exc
-            import os
-
             try:
                 self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=512,
                                   n_threads=self.n_threads or os.cpu_count() or 2, verbose=False)
@@ -70,6 +70,20 @@ class QwenGGUF:
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
+
+    @contextlib.contextmanager
+    def threads(self, n: int) -> Iterator[None]:
+        """Evaluate on ``n`` threads inside the block (holding the model), then on all of them again."""
+        import llama_cpp
+
+        with self.lock:
+            ctx = self.llm.ctx
+            llama_cpp.llama_set_n_threads(ctx, n, n)
+            try:
+                yield
+            finally:
+                full = self.n_threads or os.cpu_count() or 2
+                llama_cpp.llama_set_n_threads(ctx, full, full)
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 PROMPT_VERSION = "v4"
 # The evidence-only prompt (policy "calibrated"): the shared facts without the record view,
 # about a third of the tokens; Qwen picks the direct matches, each is checked literally.
-EVIDENCE_VERSION = "e2"
+EVIDENCE_VERSION = "e3"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
 # yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
 # 1.5B: threshold 0.9 on the margin, no prior, was the best F0.5 on the dev set's top-8 candidates
@@ -51,6 +51,8 @@ EVIDENCE_GRAMMAR = r'''
 root ::= ( item ( ", " item ){0,5} )? "]}"
 item ::= [1-9] [0-9]? | "\"" [^"\\\n]{1,40} "\""
 '''
+# The evidence-only list: at most 4 items (each costs ~2 generated tokens, ~0.2 s here).
+EVIDENCE_LIST_GRAMMAR = EVIDENCE_GRAMMAR.replace("{0,5}", "{0,3}")
 
 
 def _head(code: str) -> str:
@@ -182,11 +184,11 @@ class QwenValidator:
             j.message = "the evidence list could not be parsed; the verdict stands, the raw text is kept"
         return j
 
-    def _generate(self, tokens: list[int], verdict: str, deadline: float) -> str:
+    def _generate(self, tokens: list[int], verdict: str, deadline: float, grammar: str = EVIDENCE_GRAMMAR) -> str:
         """The evidence numbers, under the grammar, after the forced verdict."""
         tail = self.model.tokenize(verdict + '", "evidence": [')
         try:
-            return self.model.complete(tokens + tail, EVIDENCE_GRAMMAR, max_tokens=32, deadline=deadline)
+            return self.model.complete(tokens + tail, grammar, max_tokens=32, deadline=deadline)
         except Exception as exc:
             return f"<generation failed: {exc}>"
 
@@ -196,12 +198,17 @@ class QwenValidator:
         if not ev.items:
             return []
         tokens = self.model.tokenize(_head(code) + evidence_prompt(record, ev))
-        gen = self._generate(tokens, "yes", time.monotonic() + timeout_s)
+        gen = self._generate(tokens, "yes", time.monotonic() + timeout_s, EVIDENCE_LIST_GRAMMAR)
         return self._parse_items(gen, code, record, ev)
 
-    def prime(self, code: str) -> None:
-        """Load the model and evaluate the shared prefix, so later calls only read their record."""
-        self.model.yes_no(self.model.tokenize(_head(code)))
+    def prime(self, code: str, cancelled: Callable[[], bool] | None = None) -> None:
+        """Load the model and evaluate the shared prefix, so later calls only read their record.
+
+        On one thread: it runs while retrieval loads MiniLM on the other core (measured: two llama
+        threads there slow the embedding leg by as much as they save).
+        """
+        with self.model.threads(1):
+            self.model.yes_no(self.model.tokenize(_head(code)), cancelled=cancelled)
 
     @staticmethod
     def _parse_items(gen: str, code: str, record: AnyRecord, ev: Evidence) -> list[dict[str, object]]:

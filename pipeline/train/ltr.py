@@ -4,7 +4,6 @@ Trained on the docs' own code: each training crop is run through the real legs a
 union, with the records it was cut from hidden (the code a user pastes is never in the
 docs verbatim), and every union candidate is labelled by its page: the crop's own page 3,
 the class pages of the APIs it calls 1, anything else 0 — the dev set's grading.
-Label prototypes have no page: one whose match terms the crop mostly holds is graded 1.
 """
 
 from __future__ import annotations
@@ -20,12 +19,11 @@ import numpy as np
 from pipeline import atomic
 from pipeline.bm25_index import BM25Index
 from pipeline.chunk import prepare_chunk
-from pipeline.features import FEATURES_VERSION, NAMES, FeatureBuilder, label_terms
+from pipeline.features import FEATURES_VERSION, NAMES, FeatureBuilder
 from pipeline.kb.index import VectorIndex
 from pipeline.kb.store import KBStore
 from pipeline.models.base import Embedder
 from pipeline.models.learned import MODEL_FILE
-from pipeline.records import LabelPrototype
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.dense import QUERY_CHARS
 from pipeline.stages.query import QueryAnalysis
@@ -41,7 +39,7 @@ LABEL_GAIN = [0, 1, 3, 7]  # grades 0..3, as ranx's nDCG weighs them (2^g − 1)
 
 
 class RankerRecipe(Recipe):
-    version: int = 2
+    version: int = 1
     budget: Budget | None = None  # a capped run (tests, --budget) is its own artifact, never the default
     data: DataRecipe = DataRecipe()
     query_encoder: AdapterRecipe | None = AdapterRecipe()  # F's embedding leg while training (None: MiniLM)
@@ -54,11 +52,6 @@ class RankerRecipe(Recipe):
     learning_rate: float = 0.05
     leaves: int = 15
     min_child_samples: int = 20
-    # A label fits a crop that holds this share of its match terms. On the dev tune half this rule
-    # marks 14 of the 24 hand-picked labels and no other (0.4: 15 and 4 wrong).
-    label_fit: float = 0.5
-    label_queries: str = "all"  # every train crop a label fits joins the sample
-    label_grade: int = 3  # a fitting label describes the code as well as its own page does
 
 
 def _masked_bm25(result: BM25Result, hide: set[str], k: int) -> BM25Result:
@@ -85,12 +78,6 @@ def union_for(text: str, store: KBStore, bm25: BM25Index, vectors: VectorIndex, 
     return Union().run(b, e).candidates, terms
 
 
-def _grade(q: Query, c: UnionCandidate, store: KBStore, recipe: RankerRecipe) -> int:
-    if c.ref.kind == "label_prototype":
-        return recipe.label_grade if label_terms(store.get(c.record_id), q.text) >= recipe.label_fit else 0
-    return q.relevant_pages.get(c.ref.doc_path or "", 0)
-
-
 def training_set(queries: Sequence[Query], store: KBStore, bm25: BM25Index, vectors: VectorIndex,
                  embedder: Embedder, recipe: RankerRecipe, progress: Progress | None = None
                  ) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -106,7 +93,7 @@ def training_set(queries: Sequence[Query], store: KBStore, bm25: BM25Index, vect
             if not cands:
                 continue
             xs.append(builder.matrix(q.text, builder.chunk_facts(q.text, terms), cands))
-            ys.append(np.array([_grade(q, c, store, recipe) for c in cands], dtype=np.int32))
+            ys.append(np.array([q.relevant_pages.get(c.ref.doc_path or "", 0) for c in cands], dtype=np.int32))
             groups.append(len(cands))
         if progress:
             progress("ranker features", min(start + 64, len(queries)), len(queries))
@@ -119,10 +106,6 @@ def train(out: Path, queries: Sequence[Query], store: KBStore, bm25: BM25Index, 
 
     pool = [q for q in queries if q.split == "train"]
     random.Random(recipe.seed).shuffle(pool)
-    # Few crops fit a label (about 1 in 30): take all of them, or the ranker never sees a relevant label.
-    labels = [r for r in store.records if isinstance(r, LabelPrototype)]
-    fits = [any(label_terms(r, q.text) >= recipe.label_fit for r in labels) for q in pool]
-    pool = [q for q, f in zip(pool, fits, strict=True) if f] + [q for q, f in zip(pool, fits, strict=True) if not f]
     n = recipe.queries
     if recipe.budget and recipe.budget.limited:  # a capped run: a few queries per step, 50 for a time budget
         n = min(n, 10 * recipe.budget.steps) if recipe.budget.steps else min(n, 50)
