@@ -87,12 +87,13 @@ class ModelHub:
             path = s.reranker_model or os.environ.get(RERANKER_ENV) or str(trained.cross_encoder(kb_hash))
             return self.flag_reranker(path)
         gguf = s.reranker_model if s.reranker_model and s.reranker_model.endswith(".gguf") else None
-        if s.reranker == "qwen-pmi":
+        if s.reranker == "qwen-pmi":  # its own context: it keeps every position's logits, in a small window
+            path = Path(gguf) if gguf else provision.model_path("qwen-0.5b")
             with self._lock:
-                if "pmi" not in self._pmi:
-                    path = Path(gguf) if gguf else provision.model_path("qwen-0.5b")
-                    self._pmi["pmi"] = QwenPMIReranker(path, path.name if gguf else "qwen-0.5b")
-                return self._pmi["pmi"]
+                if str(path) not in self._pmi:
+                    self._pmi[str(path)] = QwenPMIReranker(QwenGGUF(path, n_ctx=1024, logits_all=True),
+                                                           path.name if gguf else "qwen-0.5b")
+                return self._pmi[str(path)]
         model = self.qwen("qwen-0.5b", gguf)
         model.load()
         return QwenYesNoReranker(model, Path(gguf).name if gguf else "qwen-0.5b")

@@ -27,8 +27,10 @@ EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cance
 
 
 class QwenGGUF:
-    def __init__(self, path: Path | str, n_ctx: int = 4096, n_threads: int | None = None) -> None:
+    def __init__(self, path: Path | str, n_ctx: int = 4096, n_threads: int | None = None,
+                 logits_all: bool = False) -> None:
         self.path = Path(path)
+        self.logits_all = logits_all  # keep every position's logits (for ``loglik``): n_ctx × vocab floats
         if not self.path.is_file():
             raise ModelError(f"GGUF not found: {self.path}; run `python -m pipeline models prepare`")
         self.n_ctx, self.n_threads = n_ctx, n_threads
@@ -54,7 +56,8 @@ class QwenGGUF:
                 raise ModelError("llama-cpp-python is not installed; fix: `make install`") from exc
             try:
                 self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=512,
-                                  n_threads=self.n_threads or os.cpu_count() or 2, verbose=False)
+                                  n_threads=self.n_threads or os.cpu_count() or 2, logits_all=self.logits_all,
+                                  verbose=False)
             except Exception as exc:
                 raise ModelError(f"cannot load {self.path.name}: {exc}; rebuild it with "
                                  "`python -m pipeline models prepare`") from exc
@@ -125,6 +128,15 @@ class QwenGGUF:
             margin = float(max(logits[i] for i in self._yes) - max(logits[i] for i in self._no))
             top = self.detokenize([int(np.argmax(logits))])
             return YesNo(margin, top, len(tokens), reused, (time.perf_counter() - t0) * 1000)
+
+    def loglik(self, prefix: list[int], cont: list[int]) -> float:
+        """log P(cont | prefix), read off one forward pass (prefix reused; needs ``logits_all``)."""
+        with self.lock:
+            self._eval_with_reuse(prefix + cont, None, None)
+            rows = np.asarray(self.llm.scores[len(prefix) - 1 : len(prefix) - 1 + len(cont)], dtype=np.float64)
+        top = rows.max(axis=1, keepdims=True)
+        logz = top[:, 0] + np.log(np.exp(rows - top).sum(axis=1))
+        return float((rows[np.arange(len(cont)), cont] - logz).sum())
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
                  deadline: float | None = None) -> str:

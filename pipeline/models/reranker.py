@@ -5,7 +5,6 @@ Both score (query, document) pairs pointwise; higher is more relevant.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import threading
@@ -16,6 +15,7 @@ from pipeline.config import cache_dir
 from pipeline.evidence import sanitize_for_model
 from pipeline.models.base import LogitLM, ProgressFn
 from pipeline.models.provision import ModelError
+from pipeline.models.qwen import QwenGGUF
 
 RERANK_SYSTEM = ("Judge whether the Document is the right reference for the Query code. "
                  "Answer only \"yes\" or \"no\".")
@@ -114,80 +114,46 @@ class QwenPMIReranker:
     The code sits in the shared prefix; the document's tokens are read, not generated, so one
     forward pass per document gives its log-likelihood. The empty-code term depends only on the
     document and is cached, so a document that Qwen finds likely whatever the code is no evidence.
-    Its own llama context keeps every position's logits (``logits_all``), in a small window.
+    Its model keeps every position's logits (``logits_all``), so it is its own GGUF context.
     """
 
-    def __init__(self, path: Path, key: str, cache_folder: Path | None = None, n_ctx: int = 1024) -> None:
+    def __init__(self, model: QwenGGUF, key: str, cache_folder: Path | None = None) -> None:
         import diskcache
 
-        self.path, self.key, self.n_ctx = Path(path), key, n_ctx
+        self.model, self.key = model, key
         self.name = f"Qwen PMI reranker ({key})"
-        self._llm = None
-        self._lock = threading.Lock()
         self._cache = diskcache.Cache(str(cache_folder or cache_dir() / "rerank"))
 
-    def load(self):
-        if self._llm is None:
-            try:
-                from llama_cpp import Llama
-
-                self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=512, logits_all=True,
-                                  n_threads=os.cpu_count() or 2, verbose=False)
-                atexit.register(self.close)  # before interpreter teardown (see QwenGGUF.load)
-            except Exception as exc:
-                raise ModelError(f"cannot load {self.path.name} for the PMI reranker: {exc}") from exc
-        return self._llm
-
     def close(self) -> None:
-        with self._lock:
-            if self._llm is not None:
-                self._llm.close()
-                self._llm = None
+        self.model.close()
 
     def _prefix(self, code: str) -> list[int]:
         text = ("<|im_start|>user\nGodot 4 GDScript:\n```gdscript\n"
                 f"{sanitize_for_model(code)[:1800]}```\nThe Godot documentation that explains this code:\n")
-        return self.load().tokenize(text.encode(), add_bos=False, special=True)[: self.n_ctx // 2]
-
-    def _loglik(self, prefix: list[int], doc: list[int]) -> float:
-        import numpy as np
-
-        llm = self.load()
-        common = 0
-        for a, b in zip(llm.input_ids[: llm.n_tokens].tolist(), prefix, strict=False):
-            if a != b:
-                break
-            common += 1
-        llm.n_tokens = min(common, len(prefix) - 1)
-        llm.eval(prefix[llm.n_tokens :] + doc)
-        rows = np.asarray(llm.scores[len(prefix) - 1 : len(prefix) - 1 + len(doc)], dtype=np.float64)
-        top = rows.max(axis=1, keepdims=True)
-        logz = (top[:, 0] + np.log(np.exp(rows - top).sum(axis=1)))
-        return float(sum(rows[j, t] - logz[j] for j, t in enumerate(doc)))
+        return self.model.tokenize(text)[: self.model.n_ctx // 2]
 
     def _key(self, code: str, doc: str) -> str:
         h = hashlib.sha256(f"{sanitize_for_model(code)}\x00{doc[:DOC_CHARS]}".encode()).hexdigest()
-        return f"{self.path.name}|{PMI_PROMPT_VERSION}|{h}"
+        return f"{self.model.path.name}|{PMI_PROMPT_VERSION}|{h}"
 
     def _cached(self, code: str, doc: str, doc_tokens: list[int]) -> float:
         key = self._key(code, doc)
         hit = self._cache.get(key)
         if isinstance(hit, float):
             return hit
-        value = self._loglik(self._prefix(code), doc_tokens)
+        value = self.model.loglik(self._prefix(code), doc_tokens)
         self._cache.set(key, value)
         return value
 
     def score(self, query: str, docs: Sequence[str], *, progress: ProgressFn | None = None) -> list[float]:
-        out = []
-        with self._lock:
-            llm = self.load()
-            toks = [llm.tokenize(d[:DOC_CHARS].encode(), add_bos=False)[:PMI_DOC_TOKENS] or [0] for d in docs]
+        toks = [self.model.tokenize(d[:DOC_CHARS])[:PMI_DOC_TOKENS] or [0] for d in docs]  # loads the model
+        with self.model.lock:  # the code's prefix, reused back to back, then every document's prior
             cond = []
-            for i, (d, t) in enumerate(zip(docs, toks, strict=True)):  # the code's prefix, reused back to back
+            for i, (d, t) in enumerate(zip(docs, toks, strict=True)):
                 cond.append(self._cached(query, d, t))
                 if progress:
                     progress(i + 1, 2 * len(docs))
+            out = []
             for i, (d, t) in enumerate(zip(docs, toks, strict=True)):
                 out.append(cond[i] - self._cached("", d, t))
                 if progress:
