@@ -32,6 +32,7 @@ from pipeline.models.hub import ModelHub
 from pipeline.models.learned import LearnedRanker
 from pipeline.models.provision import ModelError
 from pipeline.settings import POLICIES, TRAINED, AltName, Settings
+from pipeline.stages import scope
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.dense import DenseRetriever, trace_embedding
@@ -48,6 +49,7 @@ from pipeline.trace import (
     FinalItem,
     KBInfo,
     ProgressEvent,
+    RecordRef,
     Trace,
     ValidateTrace,
 )
@@ -81,10 +83,12 @@ class Prepared:
         return bool(self.trace.pending)
 
 
-def final_items(ranked: Sequence[RankedItem], k: int) -> list[FinalItem]:
+def final_items(ranked: Sequence[RankedItem], k: int, keep: Callable[[RecordRef], bool] = lambda _: False
+                ) -> list[FinalItem]:
+    """The top ``k``, then any item further down that ``keep`` wants judged (a label that fits the code)."""
     return [FinalItem.of(it.candidate.ref, rank=it.rank, score=it.score,
                          group=[m for m in it.candidate.members if m != it.candidate.record_id])
-            for it in ranked[:k]]
+            for n, it in enumerate(ranked) if n < k or keep(it.candidate.ref)]
 
 
 @dataclass
@@ -215,7 +219,7 @@ class Engine:
             kept = (rerank.union_order(u, "pending", "the reranker runs next; the union order is shown meanwhile")
                     if s.reranks else rerank.union_order(u, "skipped", "reranker turned off: F keeps the union order"))
             alt.rerank, ranked = rerank.trace(kept), kept.items
-        alt.final = final_items(ranked, s.final_k)
+        alt.final = final_items(ranked, s.final_k, self._fitting_label(prepared))
         alt.validation = (ValidateTrace(status="pending", message="the validator runs next")
                           if s.run_validator else ValidateTrace(status="skipped", message="validation turned off"))
         return alt
@@ -285,7 +289,15 @@ class Engine:
         except Cancelled:
             result = stage.union_order(union, "not_run", "cancelled: the union order is kept")
         alt.rerank = stage.trace(result)
-        alt.final = final_items(result.items, s.final_k)
+        alt.final = final_items(result.items, s.final_k, self._fitting_label(prepared))
+
+    def _fitting_label(self, prepared: Prepared) -> Callable[[RecordRef], bool]:
+        """Labels the validator's scope takes wherever they rank (pipeline/stages/scope.py)."""
+        s, code = prepared.settings, prepared.chunk.text
+        if not s.run_validator:
+            return lambda _: False
+        return lambda ref: ref.kind == "label_prototype" and scope.label_fits(
+            self.store, ref.record_id, code, s.label_fit) is not None
 
     def _validate(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
         s = prepared.settings
@@ -309,7 +321,7 @@ class Engine:
                 policy = "qwen_and_evidence"
                 why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "
                                                   f"\"{POLICIES[policy].label}\" decided"]))
-        stage = Validate(self.store, validator, top_k=s.validator_top_k, policy=policy,
+        stage = Validate(self.store, validator, top_k=s.validator_top_k, label_fit=s.label_fit, policy=policy,
                          timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight,
                          accept=accept)
 

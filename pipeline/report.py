@@ -203,8 +203,8 @@ def part_validate(a: AlternativeTrace, c: _Charts) -> Markup:
     if v is None or v.status != "ok":
         return stage_note(v)
     judged = v.judged_rows
-    out = para(f"Model {v.model or 'none'} · policy: {v.policy_text} · threshold {v.threshold} · top {v.top_k} "
-               f"· {fmt_ms(v.ms)}")
+    out = para(f"Model {v.model or 'none'} · policy: {v.policy_text} · threshold {v.threshold} · judges "
+               f"{v.scope_text} · {fmt_ms(v.ms)}")
     out += metrics([("judged now", v.judged), ("from cache", v.cached), ("prompt tokens", f"{v.prompt_tokens:,}"),
                     ("reused tokens", f"{v.reused_tokens:,}")])
     if not judged:

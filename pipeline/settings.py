@@ -80,6 +80,9 @@ class Settings(BaseModel):
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)
+    # A label holding this share of its match terms in the code is judged wherever it ranks (above 1: only
+    # in the top k). Chosen on the tune half (pipeline/stages/scope.py).
+    label_fit: float = Field(0.5, ge=0.0, le=2.0)
     accept_policy: AcceptPolicy = "calibrated"
     margin_threshold: float | None = Field(None, ge=-20.0, le=20.0)  # None = the calibrated default
     timeout_s: float = Field(30.0, ge=1.0, le=600.0)

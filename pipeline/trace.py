@@ -262,6 +262,7 @@ class RerankTrace(StageTrace[RerankRow]):
 class ValidateTrace(StageTrace[ValidateRow]):
     name: Literal["validate"] = "validate"
     top_k: int = 0
+    label_fit: float | None = None  # labels holding this share of their match terms are judged past top_k
     policy: str = ""
     policy_text: str = ""
     model: str | None = None
@@ -275,6 +276,13 @@ class ValidateTrace(StageTrace[ValidateRow]):
     accept_model: str | None = None  # policy "calibrated": the model that decided
     p_threshold: float | None = None
     skipped: int = 0  # candidates decided without Qwen: calls saved
+
+    @property
+    def scope_text(self) -> str:
+        """What the validator judges, in words: the top k, and the labels that fit the code."""
+        extra = (f", and any label with {self.label_fit:.0%} of its match terms in the code"
+                 if self.label_fit is not None and self.label_fit <= 1 else "")
+        return f"the top {self.top_k}{extra}"
 
     @property
     def judged_rows(self) -> list[ValidateRow]:

@@ -349,7 +349,8 @@ def test_accepted_records_carry_their_evidence(engine, tmp_path: Path, monkeypat
     monkeypatch.setenv("GDPOC_CACHE", str(tmp_path))  # the verdict cache is created here, not in the shared one
     monkeypatch.setattr(engine, "verdicts", None)
     monkeypatch.setattr(engine, "validator", lambda s: QwenValidator(_YesQwen(), "qwen-1.5b"))
-    s = Settings(alternatives=("D",), validator_top_k=3)
+    # the top 3 only: labels that fit the code are judged past it too (tests/test_scope.py)
+    s = Settings(alternatives=("D",), validator_top_k=3, label_fit=2.0)
     chunk = split_source((FIX / "reference_chunk.gd").read_text(), "reference_chunk.gd")[0]
     line = process_chunk(engine, chunk, s)
     assert line.alternatives is not None

@@ -373,7 +373,7 @@ def test_a_timing_out_validator_never_accepts_and_the_run_continues(engine, tmp_
     v = QwenValidator(fake, "qwen-1.5b")
     monkeypatch.setattr(engine, "validator", lambda s: v)
     monkeypatch.setattr(engine, "verdicts", VerdictCache())  # in tmp_cache
-    s = Settings(alternatives=("D",), validator_top_k=3)
+    s = Settings(alternatives=("D",), validator_top_k=3, label_fit=2.0)  # the top 3 only (no label past it)
     trace = engine.run(REFERENCE, s)
     final = trace.alternatives["D"].final
     assert [(it.verdict, it.accepted) for it in final[:3]] == [("timeout", False)] * 3

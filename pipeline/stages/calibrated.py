@@ -62,7 +62,9 @@ class Calibrated:
 
         t0 = time.perf_counter()
         stats = Stats()
-        scope = final[: stage.top_k]
+        within = stage.in_scope(chunk, final)
+        scope = [it for it, judged in zip(final, within.judged, strict=True) if judged]
+        notes = [n for n, judged in zip(within.notes, within.judged, strict=True) if judged]
         scores = [it.score for it in scope]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
         checks: dict[int, Check] = {}
@@ -77,6 +79,7 @@ class Calibrated:
             if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
                        else f"Qwen unavailable: decided on the free features, p = {p0:.2f}")
+                why = "; ".join(filter(None, [why, notes[n]]))
                 final_p0 = stage.validator is None or not self.model.uses_llm  # else: below the band, rejected
                 accepted = final_p0 and p0 >= self.model.threshold and bool(ev.items)
                 checks[n] = Check(item, ev, True, "not_run", accepted, p=p0, p_threshold=self.model.threshold,
@@ -87,9 +90,11 @@ class Calibrated:
         for p in pending:
             checks[p.n] = self._decide(stage, chunk, p)
         self._evidence(stage, chunk, checks, progress)
-        ordered = [checks[n] for n in range(len(scope))]
-        ordered += [Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
-                          "not_run", None) for it in final[stage.top_k:]]
+        judged = iter(checks[n] for n in range(len(scope)))
+        ordered = [next(judged) if inside else
+                   Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
+                         "not_run", None, note=note)
+                   for it, inside, note in zip(final, within.judged, within.notes, strict=True)]
         from pipeline.stages.validate import decided
 
         out = [decided(c) for c in ordered]

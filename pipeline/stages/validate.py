@@ -8,6 +8,7 @@ recorded in the trace and switchable.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -23,6 +24,7 @@ from pipeline.models.base import Validator
 from pipeline.models.validator import Judgement
 from pipeline.records import AnyRecord, record_line
 from pipeline.settings import POLICIES, AcceptPolicy
+from pipeline.stages import scope
 from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.results import Check, ValidateResult
 from pipeline.trace import ChunkInfo, EvidenceRow, FactRow, FinalItem, ValidateRow, ValidateTrace
@@ -132,7 +134,7 @@ class Validate:
     name = "validate"
 
     def __init__(self, store: KBStore, validator: Validator | None, *, top_k: int = 8,
-                 policy: AcceptPolicy = "qwen_and_evidence", timeout_s: float = 30.0,
+                 label_fit: float = 2.0, policy: AcceptPolicy = "qwen_and_evidence", timeout_s: float = 30.0,
                  cache: VerdictCache | None = None, unavailable: str = "",
                  weight: Callable[[str], float] | None = None, accept: Calibrated | None = None) -> None:
         if policy not in POLICIES:
@@ -140,6 +142,7 @@ class Validate:
         if policy == "calibrated" and accept is None:
             raise ValueError("the calibrated policy needs its accept model (the engine falls back to the rules)")
         self.store, self.validator, self.top_k, self.policy = store, validator, top_k, policy
+        self.label_fit = label_fit  # labels that fit the code are judged past top_k (pipeline/stages/scope.py)
         self.timeout_s, self.cache, self.unavailable = timeout_s, cache, unavailable
         self.weight, self.accept = weight, accept
 
@@ -149,22 +152,28 @@ class Validate:
             return self.accept.run(self, chunk, final, progress, cancelled)
         t0 = time.perf_counter()
         stats = Stats()
-        todo = min(self.top_k, len(final))
+        within = self.in_scope(chunk, final)
+        todo, done = within.n, 0
         checks = []
-        for n, item in enumerate(final):
+        for item, judged, note in zip(final, within.judged, within.notes, strict=True):
             record = self.store.get(item.record_id)
             ev = collect(chunk.text, record, weight=self.weight)
-            if n >= self.top_k:  # by position: equal items further down are not in scope
-                checks.append(Check(item, ev, False, "not_run", None))
+            if not judged:  # past the top k (by position: equal items further down are not in scope)
+                checks.append(Check(item, ev, False, "not_run", None, note=note))
                 continue
             if progress:
-                progress(n, todo, item.source or item.record_id)
-            checks.append(self.check(chunk, item, record, ev, stats, cancelled))
+                progress(done, todo, item.source or item.record_id)
+            done += 1
+            c = self.check(chunk, item, record, ev, stats, cancelled)
+            checks.append(dataclasses.replace(c, note="; ".join(filter(None, [note, c.note]))))
         if progress and todo:
             progress(todo, todo, "")
         out = [decided(c) for c in checks]
         return ValidateResult(checks, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
                               stats.prompt_tokens, stats.reused_tokens)
+
+    def in_scope(self, chunk: ChunkInfo, final: list[FinalItem]) -> scope.Scope:
+        return scope.run(self.store, chunk.text, final, self.top_k, self.label_fit)
 
     def check(self, chunk: ChunkInfo, item: FinalItem, record: AnyRecord, ev: Evidence, stats: Stats,
               cancelled: Callable[[], bool] | None = None) -> Check:
@@ -237,7 +246,7 @@ class Validate:
         v = self.validator
         return ValidateTrace(
             status="ok" if ok else "error", message=self.unavailable, ms=result.ms,
-            rows=[_row(c) for c in result.checks], top_k=self.top_k, policy=self.policy,
+            rows=[_row(c) for c in result.checks], top_k=self.top_k, label_fit=self.label_fit, policy=self.policy,
             policy_text=POLICIES[self.policy].description, model=v.name if v else None,
             threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
             timeout_s=self.timeout_s, judged=result.judged, cached=result.cached,

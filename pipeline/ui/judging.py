@@ -47,7 +47,7 @@ def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltN
 def _summary(stage: ValidateTrace) -> None:
     threshold = stage.threshold if stage.threshold is not None else "—"
     st.markdown(f"**Model:** {stage.model or 'none (no model)'} · **policy:** {stage.policy_text} · "
-                f"**threshold:** {threshold} · judges the top {stage.top_k}")
+                f"**threshold:** {threshold} · judges {stage.scope_text}")
     if stage.accept_model:
         st.caption(f"Decided by the **{stage.accept_model}**: accept when p ≥ {stage.p_threshold:.2f} and a fact is "
                    f"shared. Qwen was asked only where it could change the decision; "

@@ -1,0 +1,46 @@
+"""The validator's scope: the top k, and labels that fit the code wherever the ranking put them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.engine import Engine
+from pipeline.settings import Settings
+from pipeline.stages import scope
+from pipeline.trace import FinalItem
+
+REFERENCE = (Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd").read_text()
+FITS = "label:player_input_movement_2d"  # 9 of its 10 match terms are in the reference chunk
+OTHER = "label:character_movement_3d"  # the 3D walk: few of its terms
+
+
+def _final(engine: Engine, ids: list[str]) -> list[FinalItem]:
+    return [FinalItem.of(engine.store.get(rid), rank=n, score=1.0 / n) for n, rid in enumerate(ids, start=1)]
+
+
+def test_a_fitting_label_is_judged_past_the_top_k_and_others_are_not(engine: Engine) -> None:
+    assert scope.label_fits(engine.store, FITS, REFERENCE, 0.5) is not None
+    assert scope.label_fits(engine.store, OTHER, REFERENCE, 0.5) is None
+    assert scope.label_fits(engine.store, FITS, "", 0.5) is None  # nothing in an empty chunk
+    docs = [r.id for r in engine.store.records if r.kind == "docs_chunk"][:5]
+    final = _final(engine, [*docs[:3], OTHER, docs[3], FITS, docs[4]])
+    s = scope.run(engine.store, REFERENCE, final, top_k=3, label_fit=0.5)
+    assert s.judged == [True, True, True, False, False, True, False]
+    assert "judged past the top 3: 90%" in s.notes[5]
+    off = scope.run(engine.store, REFERENCE, final, top_k=3, label_fit=2.0)  # above 1: the top k only
+    assert off.judged == [True, True, True, False, False, False, False]
+
+
+def test_f_judges_the_reference_label_its_ranker_left_below_the_top_8(engine: Engine) -> None:
+    # evidence_only needs no model: the scope is the same under every policy
+    trace = engine.run(REFERENCE, Settings(alternatives=("F",), accept_policy="evidence_only"))
+    f = trace.alternatives["F"]
+    row = next(r for r in f.validation.rows if r.record_id == FITS)
+    assert row.rank > f.validation.top_k and row.in_scope and row.accepted, row
+    assert "judged past the top 8" in row.note
+    assert FITS in {it.record_id for it in f.final}  # kept in the final JSONL past final_k when needed
+    assert "any label with 50% of its match terms" in f.validation.scope_text
+    # turned off, the label is neither judged nor kept past final_k
+    off = engine.run(REFERENCE, Settings(alternatives=("F",), accept_policy="evidence_only", label_fit=2.0))
+    rows = {r.record_id: r for r in off.alternatives["F"].validation.rows}
+    assert FITS not in rows or not rows[FITS].in_scope
