@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput"]
+SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start"]
 
 
 def _load(name: str) -> dict | None:
@@ -102,6 +102,9 @@ def render() -> str:
     lines += _rst_parse_section()
     lines += _rankers_section()
     lines += _batch_throughput_section()
+    from bench.cold_start import section as cold_start_section
+
+    lines += cold_start_section(_load("cold_start"))
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]

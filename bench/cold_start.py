@@ -1,0 +1,114 @@
+"""D end to end on the reference chunk from an empty verdict cache: fresh process, and models already loaded.
+
+`python -m bench.cold_start [--runs 3]`. Each run is a new Python process (imports, the KB, MiniLM and Qwen
+loaded from disk) that runs D twice on the reference chunk, each time on an empty verdict cache: the first
+time as the CLI does (a fresh process: model loads included), the second with every model already in memory
+(as the dashboard is after its first run, and as the 27 s baseline of issue 3/4 was measured). The naive
+baseline is measured in the same run: the rule policy ``qwen_and_evidence``, which asks Qwen about each of
+the top 8, against the default ``calibrated`` policy, which asks Qwen only for the evidence list of accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.common import save
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ("calibrated", "qwen_and_evidence")
+
+CHILD = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+t0 = time.perf_counter()
+from pipeline.engine import Engine
+from pipeline.settings import Settings
+from pipeline.stages.validate import VerdictCache
+engine = Engine.open()
+opened = time.perf_counter() - t0
+code = Path(sys.argv[2]).read_text()
+settings = Settings(alternatives=("D",), accept_policy=sys.argv[1])
+out = {"open_s": opened}
+with tempfile.TemporaryDirectory() as tmp:
+    for name in ("fresh", "loaded"):
+        engine.verdicts = VerdictCache(Path(tmp) / name)  # empty: nothing judged, no evidence list, not primed
+        t = time.perf_counter()
+        trace = engine.run(code, settings, prime=True)
+        d = trace.alternatives["D"]
+        out[name] = {"s": time.perf_counter() - t, "stages": {st.name: round(st.ms) for st in d.stages},
+                     "accepted": sorted(it.record_id for it in d.final if it.accepted),
+                     "qwen_calls": d.validation.judged + sum(1 for r in d.validation.judged_rows
+                                                             if r.accepted and r.asked_qwen is False)}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def one(policy: str) -> dict:
+    ref = ROOT / "fixtures" / "reference_chunk.gd"
+    proc = subprocess.run([sys.executable, "-c", CHILD, policy, str(ref)], cwd=ROOT, capture_output=True,
+                          text=True, check=True, env={**_env(), "PYTHONPATH": str(ROOT)})
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def main(runs: int = 3) -> dict:
+    samples: dict[str, list[dict]] = {p: [] for p in POLICIES}
+    for n in range(runs):  # interleaved, so drifting load touches both policies alike
+        for policy in POLICIES:
+            samples[policy].append(one(policy))
+            print(f"run {n + 1}/{runs} {policy}: fresh {samples[policy][-1]['fresh']['s']:.1f} s, "
+                  f"loaded {samples[policy][-1]['loaded']['s']:.1f} s", flush=True)
+    summary = {}
+    for policy, rows in samples.items():
+        summary[policy] = {
+            mode: {"median_s": round(statistics.median(r[mode]["s"] for r in rows), 2),
+                   "min_s": round(min(r[mode]["s"] for r in rows), 2),
+                   "max_s": round(max(r[mode]["s"] for r in rows), 2),
+                   "stages_ms": rows[0][mode]["stages"], "qwen_calls": rows[0][mode]["qwen_calls"],
+                   "accepted": rows[0][mode]["accepted"]}
+            for mode in ("fresh", "loaded")}
+        summary[policy]["open_s"] = round(statistics.median(r["open_s"] for r in rows), 2)
+    for mode in ("fresh", "loaded"):
+        summary[f"ratio_{mode}"] = round(summary["qwen_and_evidence"][mode]["median_s"]
+                                         / summary["calibrated"][mode]["median_s"], 2)
+    data = {"runs": runs, "summary": summary}
+    save("cold_start", data)
+    return data
+
+
+def section(data: dict | None) -> list[str]:
+    """The BENCHMARKS.md rows of a stored run."""
+    if not data:
+        return []
+    s = data["summary"]
+    lines = [f"## D cold on the reference chunk (measured {data['measured_at']}, `python -m bench.cold_start`)", "",
+             "Empty verdict cache each time; median of "
+             f"{data['runs']} fresh processes, the two policies interleaved in one run.", "",
+             "| policy | fresh process (s) | models loaded (s) | Qwen calls | per stage, models loaded (ms) |",
+             "|---|---|---|---|---|"]
+    for policy in POLICIES:
+        p = s[policy]
+        stages = ", ".join(f"{k} {v}" for k, v in p["loaded"]["stages_ms"].items())
+        lines.append(f"| {policy} | {p['fresh']['median_s']:.1f} (min {p['fresh']['min_s']:.1f}, max "
+                     f"{p['fresh']['max_s']:.1f}) | {p['loaded']['median_s']:.1f} (min {p['loaded']['min_s']:.1f}, "
+                     f"max {p['loaded']['max_s']:.1f}) | {p['loaded']['qwen_calls']} | {stages} |")
+    lines += ["", f"Ratio naive / calibrated: **{s['ratio_fresh']:.1f}×** in a fresh process, "
+              f"**{s['ratio_loaded']:.1f}×** with the models loaded.", ""]
+    return lines
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    print(json.dumps(main(ap.parse_args().runs)["summary"], indent=1))
