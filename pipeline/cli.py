@@ -282,8 +282,23 @@ def models_prepare(
                 failed = True
                 continue
         typer.echo(f"{key}: ready at {path}")
+    if not model:
+        _export_query_route()
     if failed:
         raise typer.Exit(1)
+
+
+def _export_query_route() -> None:
+    """MiniLM's query route for ONNX Runtime (no torch import per process); without it, torch encodes."""
+    from pipeline.models import onnx_route
+    from pipeline.models.embedder import SentenceTransformerEmbedder
+
+    try:
+        emb = SentenceTransformerEmbedder()
+        typer.echo(f"{emb.title} (ONNX query route): ready at {onnx_route.export(emb.path, emb.fingerprint)}")
+    except Exception as exc:  # queries still encode, through sentence-transformers
+        typer.secho(f"ONNX query route not exported ({exc}); queries are encoded with sentence-transformers",
+                    fg=typer.colors.YELLOW, err=True)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.models import onnx_route
 from pipeline.models.base import ProgressFn
+from pipeline.models.onnx_route import OnnxQueryRoute
 from pipeline.models.provision import ModelError
 
 EMBEDDER_ENV = "GDPOC_EMBEDDER"
+log = logging.getLogger(__name__)
 
 
 def default_embedder_path() -> str:
@@ -47,6 +51,7 @@ class SentenceTransformerEmbedder:
             "code query encoder (trained here)" if self.document_tower else Path(self.path).name)
         self.batch_size = batch_size
         self._model = None
+        self._route: OnnxQueryRoute | bool | None = False  # False: not looked for yet; None: none usable
         self._lock = threading.Lock()  # torch modules are not safe to call from two sessions at once
 
     @property
@@ -76,8 +81,39 @@ class SentenceTransformerEmbedder:
         return self._encode(texts, progress, query=False)
 
     def encode_query(self, texts: Sequence[str]) -> np.ndarray:
-        """Chunks of code: a trained query encoder reads them with its own, tuned, route."""
+        """Chunks of code: a trained query encoder reads them with its own, tuned, route.
+
+        On ONNX Runtime when the base model was exported (``models prepare``): no torch import.
+        """
+        route = self.query_route()
+        if route is not None:
+            try:
+                return route.encode(texts)
+            except Exception as exc:  # pragma: no cover - a broken runtime: the torch route still works
+                log.warning("ONNX query route failed (%s); encoding with sentence-transformers", exc)
+                self._route = None
         return self._encode(texts, None, query=True)
+
+    def query_route(self) -> OnnxQueryRoute | None:
+        """The ONNX route for queries, found once (None: sentence-transformers encodes them)."""
+        with self._lock:
+            if self._route is False:
+                self._route = onnx_route.route_for(Path(self.path), *self._base(), bool(self.document_tower))
+            return self._route if isinstance(self._route, OnnxQueryRoute) else None
+
+    def _base(self) -> tuple[Path, str]:
+        """The base model's folder and fingerprint (a trained query encoder names them in its marker)."""
+        if not self.document_tower:
+            return Path(self.path), self.fingerprint
+        fp, base = str(self.document_tower["fingerprint"]), Path(str(self.document_tower["base"]))
+        if not base.is_dir():  # trained in another clone's venv: the same package here holds the same files
+            base = Path(default_embedder_path())
+        return base, fp
+
+    @property
+    def runtime(self) -> str:
+        """What encodes queries: shown with the embedding leg."""
+        return "onnxruntime" if isinstance(self._route, OnnxQueryRoute) else "sentence-transformers"
 
     def _encode(self, texts: Sequence[str], progress: ProgressFn | None, *, query: bool) -> np.ndarray:
         out = []

@@ -28,6 +28,8 @@ class DenseRetriever:
         hits = [EmbeddingHit(RecordRef.of(self.store.records[i]), rank, sim)
                 for rank, (i, sim) in enumerate(self.vectors.search(qvec, self.k), start=1)]
         model = getattr(self.embedder, "title", self.vectors.model)
+        runtime = getattr(self.embedder, "runtime", "")
+        model = f"{model} · {runtime}" if runtime else model  # which library encoded the chunk
         return EmbeddingResult(hits, (time.perf_counter() - t0) * 1000, self.k, model)
 
     @staticmethod

@@ -1,0 +1,66 @@
+"""MiniLM's query route on ONNX Runtime: the same vectors as sentence-transformers, without importing torch.
+
+`make test` runs `models prepare` (which exports the route) and `models train` (the query map) first.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.engine import Engine
+from pipeline.evaluate import load_set
+from pipeline.models import onnx_route
+from pipeline.models.embedder import SentenceTransformerEmbedder
+from pipeline.settings import TRAINED
+from pipeline.stages.dense import QUERY_CHARS
+
+REPO = Path(__file__).resolve().parents[1]
+CODES = [c.code[:QUERY_CHARS] for c in load_set()]
+
+
+def _torch_route(emb: SentenceTransformerEmbedder, texts: list[str]) -> np.ndarray:
+    return emb._encode(texts, None, query=True)
+
+
+@pytest.mark.parametrize("setting", [None, TRAINED], ids=["D: MiniLM", "F: MiniLM + query map"])
+def test_the_onnx_route_gives_sentence_transformers_vectors_and_rankings(engine: Engine, setting) -> None:
+    path, notice = engine.resolve_embedder(setting)
+    assert not notice, notice
+    emb, vectors = engine.dense(path)
+    assert isinstance(emb, SentenceTransformerEmbedder) and emb.query_route() is not None, "export missing"
+    fast, slow = emb.encode_query(CODES), _torch_route(emb, CODES)
+    assert emb.runtime == "onnxruntime"
+    assert float(np.abs(fast - slow).max()) < 1e-4
+    for a, b in zip(fast, slow, strict=True):  # the leg's top 50 is the same list
+        assert [i for i, _ in vectors.search(a, 50)] == [i for i, _ in vectors.search(b, 50)]
+
+
+def test_a_fresh_process_encodes_a_query_without_importing_torch() -> None:
+    code = ("import sys; from pipeline.models.embedder import SentenceTransformerEmbedder as E; e = E(); "
+            "v = e.encode_query(['func _ready():\\n\\tpass']); print(v.shape, 'torch' in sys.modules, e.runtime)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO),
+                              **{k: v for k, v in __import__("os").environ.items() if k.startswith("GDPOC_")}})
+    assert out.stdout.split() == ["(1,", "384)", "False", "onnxruntime"], out.stderr[-2000:]
+
+
+def test_a_damaged_or_missing_export_falls_back_to_sentence_transformers(tmp_path: Path, monkeypatch) -> None:
+    emb = SentenceTransformerEmbedder()
+    good = onnx_route.export_dir(emb.fingerprint)
+    monkeypatch.setenv("GDPOC_CACHE", str(tmp_path))
+    assert SentenceTransformerEmbedder().query_route() is None  # nothing exported in this cache
+    broken = onnx_route.export_dir(emb.fingerprint)
+    shutil.copytree(good, broken)
+    (broken / onnx_route.MODEL_FILE).write_bytes((broken / onnx_route.MODEL_FILE).read_bytes()[:4096])
+    fallback = SentenceTransformerEmbedder()
+    assert fallback.query_route() is None and fallback.runtime == "sentence-transformers"
+    v = fallback.encode_query(["func _ready():\n\tpass"])  # still encodes, through torch
+    assert v.shape == (1, 384) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-5
+    assert json.loads((broken / "export.json").read_text())["max_abs_diff"] < onnx_route.TOLERANCE
