@@ -38,7 +38,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for name in ("fresh", "loaded"):
         engine.verdicts = VerdictCache(Path(tmp) / name)  # empty: nothing judged, no evidence list, not primed
         t = time.perf_counter()
-        trace = engine.run(code, settings, prime=True)
+        trace = engine.run(code, settings)  # as the CLI runs it
         d = trace.alternatives["D"]
         out[name] = {"s": time.perf_counter() - t, "stages": {st.name: round(st.ms) for st in d.stages},
                      "accepted": sorted(it.record_id for it in d.final if it.accepted),

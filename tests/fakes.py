@@ -5,9 +5,8 @@ They stand in for the Qwen GGUFs only; everything else (KB, BM25, MiniLM, eviden
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipeline.models.base import ProgressFn, Reranker, YesNo
@@ -38,10 +37,6 @@ class ScriptedLM:
 
     def load(self) -> None:
         pass
-
-    @contextlib.contextmanager
-    def threads(self, n: int) -> Iterator[None]:
-        yield
 
     def tokenize(self, text: str) -> list[int]:
         self.last = text

@@ -7,7 +7,6 @@ torch or FlagEmbedding classes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -67,10 +66,6 @@ class LogitLM(Protocol):
         ...
 
     def load(self) -> None: ...
-
-    def threads(self, n: int) -> AbstractContextManager[None]:
-        """Evaluate on ``n`` threads inside the block."""
-        ...
 
     def tokenize(self, text: str) -> list[int]: ...
 

@@ -9,11 +9,10 @@ access: a llama context is not safe to use from two sessions at once.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -73,20 +72,6 @@ class QwenGGUF:
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
-
-    @contextlib.contextmanager
-    def threads(self, n: int) -> Iterator[None]:
-        """Evaluate on ``n`` threads inside the block (holding the model), then on all of them again."""
-        import llama_cpp
-
-        with self.lock:
-            ctx = self.llm.ctx
-            llama_cpp.llama_set_n_threads(ctx, n, n)
-            try:
-                yield
-            finally:
-                full = self.n_threads or os.cpu_count() or 2
-                llama_cpp.llama_set_n_threads(ctx, full, full)
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)

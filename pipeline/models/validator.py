@@ -204,11 +204,10 @@ class QwenValidator:
     def prime(self, code: str, cancelled: Callable[[], bool] | None = None) -> None:
         """Load the model and evaluate the shared prefix, so later calls only read their record.
 
-        On one thread: it runs while retrieval loads MiniLM on the other core (measured: two llama
-        threads there slow the embedding leg by as much as they save).
+        On every thread: the chunk's retrieval no longer loads torch (MiniLM's query route runs on
+        ONNX Runtime), so there is no other work to leave a core to; a single thread was slower by 3 s.
         """
-        with self.model.threads(1):
-            self.model.yes_no(self.model.tokenize(_head(code)), cancelled=cancelled)
+        self.model.yes_no(self.model.tokenize(_head(code)), cancelled=cancelled)
 
     @staticmethod
     def _parse_items(gen: str, code: str, record: AnyRecord, ev: Evidence) -> list[dict[str, object]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pipeline.kb.store import KBStore
 from pipeline.kb.views import embed_text
-from pipeline.train.budget import Budget, BudgetCallback, Progress
+from pipeline.train.budget import Budget, Progress
 from pipeline.train.data import DataRecipe, Query, masked_view
 from pipeline.train.recipe import Recipe, write_done
 
@@ -95,6 +95,8 @@ def train(base: str, base_fingerprint: str, out: Path, queries: list[Query], sto
         SentenceTransformerTrainingArguments,
     )
     from transformers import set_seed
+
+    from pipeline.train.callback import BudgetCallback
 
     budget = recipe.budget or Budget()
     set_seed(recipe.seed)

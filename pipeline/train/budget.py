@@ -8,11 +8,9 @@ cleanly (the checkpoint logic still runs) and reports progress with an ETA.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
@@ -40,20 +38,3 @@ class Budget(BaseModel):
     @property
     def limited(self) -> bool:
         return self.steps is not None or self.minutes is not None
-
-
-class BudgetCallback(TrainerCallback):
-    """Stops training when the time budget is spent; forwards step progress to ``progress``."""
-
-    def __init__(self, what: str, budget: Budget, progress: Progress | None = None) -> None:
-        self.what, self.budget, self.progress = what, budget, progress
-        self.started = time.monotonic()
-
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: object) -> TrainerControl:
-        if self.progress:
-            self.progress(self.what, state.global_step, state.max_steps)
-        if self.budget.minutes is not None and time.monotonic() - self.started > 60 * self.budget.minutes:
-            control.should_training_stop = True
-            control.should_save = True
-        return control

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline.kb.store import KBStore
 from pipeline.kb.views import embed_text
-from pipeline.train.budget import Budget, BudgetCallback, Progress
+from pipeline.train.budget import Budget, Progress
 from pipeline.train.data import DataRecipe, Query, masked_view
 from pipeline.train.recipe import Recipe, write_done
 
@@ -86,6 +86,8 @@ def train(base: str, out: Path, queries: list[Query], store: KBStore, recipe: Cr
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from transformers import set_seed
+
+    from pipeline.train.callback import BudgetCallback
 
     budget = recipe.budget or Budget()
     set_seed(recipe.seed)
