@@ -65,7 +65,9 @@ class Calibrated:
         within = stage.in_scope(chunk, final)
         scope = [it for it, judged in zip(final, within.judged, strict=True) if judged]
         notes = [n for n, judged in zip(within.notes, within.judged, strict=True) if judged]
-        scores = [it.score for it in scope]
+        # rank_score is scaled over the top k, as the accept model was fitted: a label judged past it (scope)
+        # scores 0 there and does not move the others' scale
+        scores = [it.score for it in final[: stage.top_k]]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
         checks: dict[int, Check] = {}
         pending: list[_Pending] = []
@@ -73,8 +75,8 @@ class Calibrated:
             record = stage.store.get(item.record_id)
             ev = collect(chunk.text, record, weight=stage.weight)
             rarity = max((stage.weight(i.text) for i in ev.items), default=0.0) if stage.weight else 0.0
-            x0 = free_features(record, ev, self.facts, item.rank, (item.score - lo) / (hi - lo) if hi > lo else 1.0,
-                               rarity, chunk.text)
+            scaled = min(max((item.score - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
+            x0 = free_features(record, ev, self.facts, item.rank, scaled, rarity, chunk.text)
             p0, parts = self.model.free.p(x0)
             if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
