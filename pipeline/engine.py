@@ -296,8 +296,7 @@ class Engine:
         s, code = prepared.settings, prepared.chunk.text
         if not s.run_validator:
             return lambda _: False
-        return lambda ref: ref.kind == "label_prototype" and scope.label_fits(
-            self.store, ref.record_id, code, s.label_fit) is not None
+        return lambda ref: scope.label_fits(self.store, ref, code, s.label_fit) is not None
 
     def _validate(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
         s = prepared.settings

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,7 @@ def test_a_fresh_process_encodes_a_query_without_importing_torch() -> None:
             "v = e.encode_query(['func _ready():\\n\\tpass']); print(v.shape, 'torch' in sys.modules, e.runtime)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO),
-                              **{k: v for k, v in __import__("os").environ.items() if k.startswith("GDPOC_")}})
+                              **{k: v for k, v in os.environ.items() if k.startswith("GDPOC_")}})
     assert out.stdout.split() == ["(1,", "384)", "False", "onnxruntime"], out.stderr[-2000:]
 
 

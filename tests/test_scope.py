@@ -7,7 +7,7 @@ from pathlib import Path
 from pipeline.engine import Engine
 from pipeline.settings import Settings
 from pipeline.stages import scope
-from pipeline.trace import FinalItem
+from pipeline.trace import FinalItem, RecordRef
 
 REFERENCE = (Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd").read_text()
 FITS = "label:player_input_movement_2d"  # 9 of its 10 match terms are in the reference chunk
@@ -19,10 +19,12 @@ def _final(engine: Engine, ids: list[str]) -> list[FinalItem]:
 
 
 def test_a_fitting_label_is_judged_past_the_top_k_and_others_are_not(engine: Engine) -> None:
-    assert scope.label_fits(engine.store, FITS, REFERENCE, 0.5) is not None
-    assert scope.label_fits(engine.store, OTHER, REFERENCE, 0.5) is None
-    assert scope.label_fits(engine.store, FITS, "", 0.5) is None  # nothing in an empty chunk
+    fits, other = (RecordRef.of(engine.store.get(rid)) for rid in (FITS, OTHER))
+    assert scope.label_fits(engine.store, fits, REFERENCE, 0.5) is not None
+    assert scope.label_fits(engine.store, other, REFERENCE, 0.5) is None
+    assert scope.label_fits(engine.store, fits, "", 0.5) is None  # nothing in an empty chunk
     docs = [r.id for r in engine.store.records if r.kind == "docs_chunk"][:5]
+    assert scope.label_fits(engine.store, RecordRef.of(engine.store.get(docs[0])), REFERENCE, 0.0) is None
     final = _final(engine, [*docs[:3], OTHER, docs[3], FITS, docs[4]])
     s = scope.run(engine.store, REFERENCE, final, top_k=3, label_fit=0.5)
     assert s.judged == [True, True, True, False, False, True, False]

@@ -63,15 +63,15 @@ class Calibrated:
         t0 = time.perf_counter()
         stats = Stats()
         within = stage.in_scope(chunk, final)
-        scope = [it for it, judged in zip(final, within.judged, strict=True) if judged]
-        notes = [n for n, judged in zip(within.notes, within.judged, strict=True) if judged]
         # rank_score is scaled over the top k, as the accept model was fitted: a label judged past it (scope)
         # scores 0 there and does not move the others' scale
         scores = [it.score for it in final[: stage.top_k]]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
-        checks: dict[int, Check] = {}
+        checks: dict[int, Check] = {}  # by position in ``final``
         pending: list[_Pending] = []
-        for n, item in enumerate(scope):
+        for n, item in enumerate(final):
+            if not within.judged[n]:
+                continue
             record = stage.store.get(item.record_id)
             ev = collect(chunk.text, record, weight=stage.weight)
             rarity = max((stage.weight(i.text) for i in ev.items), default=0.0) if stage.weight else 0.0
@@ -81,7 +81,7 @@ class Calibrated:
             if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
                        else f"Qwen unavailable: decided on the free features, p = {p0:.2f}")
-                why = "; ".join(filter(None, [why, notes[n]]))
+                why = "; ".join(filter(None, [why, within.notes[n]]))
                 final_p0 = stage.validator is None or not self.model.uses_llm  # else: below the band, rejected
                 accepted = final_p0 and p0 >= self.model.threshold and bool(ev.items)
                 checks[n] = Check(item, ev, True, "not_run", accepted, p=p0, p_threshold=self.model.threshold,
@@ -92,16 +92,15 @@ class Calibrated:
         for p in pending:
             checks[p.n] = self._decide(stage, chunk, p)
         self._evidence(stage, chunk, checks, progress)
-        judged = iter(checks[n] for n in range(len(scope)))
-        ordered = [next(judged) if inside else
+        ordered = [checks[n] if n in checks else
                    Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
-                         "not_run", None, note=note)
-                   for it, inside, note in zip(final, within.judged, within.notes, strict=True)]
+                         "not_run", None, note=within.notes[n])
+                   for n, it in enumerate(final)]
         from pipeline.stages.validate import decided
 
         out = [decided(c) for c in ordered]
         return ValidateResult(ordered, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
-                              stats.prompt_tokens, stats.reused_tokens, self.model.name, len(scope) - len(pending))
+                              stats.prompt_tokens, stats.reused_tokens, self.model.name, within.n - len(pending))
 
     def _ask(self, stage: Validate, chunk: ChunkInfo, pending: list[_Pending], stats: Stats,
              progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None) -> None:

@@ -5,7 +5,7 @@ ranking put it. A label carries its own test of fit, its match terms: one that h
 ``label_fit`` of them literally in the code has direct evidence to judge, even when a ranker
 trained on docs pages (which have no labels) left it at rank 31. The engine keeps such labels
 in the final list past ``final_k``. ``label_fit`` was chosen on the dev set's tune half
-(BENCHMARKS.md, "Validator scope"): at 0.5 F's accept recall rose from 0.25 to 0.36 and its
+(BENCHMARKS.md, "Validator scope"): at 0.5 F's accept recall rose from 0.25 to 0.35 and its
 precision from 0.76 to 0.82; D, whose fusion already ranks fitting labels high, was unchanged.
 A cap of records per page, tried on the same half, lowered precision and was dropped.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pipeline.accept import label_terms
 from pipeline.kb.store import KBStore
-from pipeline.trace import FinalItem
+from pipeline.trace import FinalItem, RecordRef
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,11 @@ class Scope:
         return sum(self.judged)
 
 
-def label_fits(store: KBStore, record_id: str, code: str, fit: float) -> float | None:
-    """The share of a label's match terms in the code when it reaches ``fit``, else None."""
-    share = label_terms(store.get(record_id), code)
+def label_fits(store: KBStore, ref: RecordRef, code: str, fit: float) -> float | None:
+    """The share of a label's match terms in the code when it reaches ``fit``, else None (and for other kinds)."""
+    if ref.kind != "label_prototype":
+        return None
+    share = label_terms(store.get(ref.record_id), code)
     return share if share and share >= fit else None
 
 
@@ -42,8 +44,7 @@ def run(store: KBStore, code: str, final: Sequence[FinalItem], top_k: int, label
     """The first ``top_k`` items by position, and any label further down that fits the code."""
     judged, notes = [], []
     for n, item in enumerate(final):
-        share = (label_fits(store, item.record_id, code, label_fit)
-                 if n >= top_k and item.kind == "label_prototype" else None)
+        share = label_fits(store, item, code, label_fit) if n >= top_k else None
         judged.append(n < top_k or share is not None)
         notes.append(f"judged past the top {top_k}: {share:.0%} of the label's match terms are in the code"
                      if share is not None else "")
