@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start"]
+SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode"]
 
 
 def _load(name: str) -> dict | None:
@@ -105,6 +105,9 @@ def render() -> str:
     from bench.cold_start import section as cold_start_section
 
     lines += cold_start_section(_load("cold_start"))
+    from bench.query_encode import section as query_encode_section
+
+    lines += query_encode_section(_load("query_encode"))
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]
