@@ -27,6 +27,11 @@ def cache_dir() -> Path:
     return path
 
 
+def prefix_state_dir() -> Path:
+    """Where Qwen keeps the KV cache of prompt starts that never change (read back by fresh processes)."""
+    return cache_dir() / "prefix_states"
+
+
 def kb_dir() -> Path:
     """Where ``kb build`` writes the built-in KB by default."""
     env = os.environ.get("GDPOC_KB")

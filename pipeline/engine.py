@@ -241,10 +241,11 @@ class Engine:
             return None
 
         done = self._priming = threading.Event()  # set when the run no longer needs the head start
+        evidence_only = s.accept_policy == "calibrated" and not self._accept_uses_llm()
 
         def work() -> None:
             try:
-                validator.prime(chunk.text, cancelled=done.is_set)
+                validator.prime(chunk.text, cancelled=done.is_set, evidence_only=evidence_only)
             except Cancelled:
                 pass
             except Exception as exc:  # only a head start: the stage itself reports real failures
@@ -253,6 +254,13 @@ class Engine:
         thread = threading.Thread(target=work, name="qwen-prime", daemon=True)
         thread.start()
         return thread
+
+    def _accept_uses_llm(self) -> bool:
+        """Whether the calibrated policy asks Qwen for verdicts (else only for evidence lists)."""
+        try:
+            return self.hub.accept_model(self.store.content_hash).uses_llm
+        except ModelError:
+            return True  # the rule-based fallback judges with Qwen
 
     # --- model phase ------------------------------------------------------------------------
     def complete(self, prepared: Prepared, progress: ProgressFn = _quiet, cancelled: Cancel | None = None,

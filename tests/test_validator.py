@@ -121,10 +121,12 @@ def test_unity_csharp_gets_no_accepted_godot_record(engine: Engine) -> None:
 @pytest.mark.model
 def test_priming_reads_the_shared_prefix_ahead_and_is_skipped_once_qwen_has_seen_the_chunk(
         engine: Engine, tmp_path: Path) -> None:
-    """Interactive runs read Qwen's prefix while retrieval runs; a chunk Qwen has been through is not primed."""
+    """Interactive runs read Qwen's prefix while retrieval runs; a chunk Qwen has been through is not primed.
+
+    Under the default policy Qwen only lists evidence, so the evidence prompt's prefix is the one read."""
     import dataclasses
 
-    from pipeline.models.validator import _head
+    from pipeline.models.validator import _evidence_code, _evidence_head
     from pipeline.stages.validate import VerdictCache
 
     eng = dataclasses.replace(engine, verdicts=VerdictCache(tmp_path))
@@ -136,7 +138,7 @@ def test_priming_reads_the_shared_prefix_ahead_and_is_skipped_once_qwen_has_seen
     thread = eng.prime(chunk, s)
     assert thread is not None
     thread.join(timeout=600)
-    head = qwen.tokenize(_head(REFERENCE))
+    head = qwen.tokenize(_evidence_head()) + qwen.tokenize(_evidence_code(REFERENCE))
     assert qwen.llm.n_tokens >= len(head)
     assert qwen.llm.input_ids[: len(head)].tolist() == head
     trace = eng.complete(eng.prepare(chunk, s))

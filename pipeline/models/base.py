@@ -75,8 +75,8 @@ class LogitLM(Protocol):
         ...
 
     def complete(self, tokens: list[int], grammar: str, *, max_tokens: int = 24,
-                 deadline: float | None = None) -> str:
-        """A greedy continuation under a GBNF grammar."""
+                 deadline: float | None = None, stop: str = "]}") -> str:
+        """A greedy continuation under a GBNF grammar, ending at ``stop``."""
         ...
 
 
@@ -103,8 +103,9 @@ class Validator(Protocol):
         """Only the evidence list (numbers of shared facts or short strings, each checked literally)."""
         ...
 
-    def prime(self, code: str, cancelled: Callable[[], bool] | None = None) -> None:
-        """Load the model and read ``code``'s shared prompt prefix ahead of the calls that reuse it."""
+    def prime(self, code: str, cancelled: Callable[[], bool] | None = None, evidence_only: bool = False) -> None:
+        """Load the model and read ``code``'s shared prompt prefix ahead of the calls that reuse it
+        (``evidence_only``: the evidence-list prompt's, when Qwen gives no verdict)."""
         ...
 
     def verdict_for(self, margin: float, ev: Evidence) -> tuple[Verdict, float]:

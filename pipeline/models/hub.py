@@ -11,6 +11,7 @@ import os
 import threading
 from pathlib import Path
 
+from pipeline import config
 from pipeline.accept import AcceptModel
 from pipeline.models import provision, trained
 from pipeline.models.base import Embedder, Reranker
@@ -77,7 +78,8 @@ class ModelHub:
         """The judge ``s`` asks for, loaded; raises ModelError with the fix when the model is missing."""
         model = self.qwen(s.validator_model)
         model.load()
-        return QwenValidator(model, s.validator_model, s.margin_threshold)
+        return QwenValidator(model, s.validator_model, s.margin_threshold,
+                             prefix_states=config.prefix_state_dir())
 
     def reranker(self, s: Settings, kb_hash: str) -> Reranker | LearnedRanker:
         """F's reranker for ``s`` (call only when ``s.reranker`` is not "none"); ModelError names the fix."""

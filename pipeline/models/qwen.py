@@ -9,6 +9,9 @@ access: a llama context is not safe to use from two sessions at once.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
+import hashlib
 import os
 import threading
 import time
@@ -23,6 +26,8 @@ from pipeline.models.provision import ModelError
 __all__ = ["EVAL_SLICE", "Cancelled", "QwenGGUF", "Timeout", "YesNo"]
 
 EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cancellation
+# A saved prefix state: magic, token count, tokens (int32), sha256 of the state, llama's sequence state
+_KV_MAGIC = b"GDPOCKV1"
 
 
 class QwenGGUF:
@@ -99,6 +104,72 @@ class QwenGGUF:
             llm.eval(tokens[i : i + EVAL_SLICE])
         return common
 
+    def warm(self, tokens: list[int], folder: Path) -> str:
+        """Make ``tokens``, a prompt prefix that never changes, the start of the KV cache.
+
+        In memory already, read back from ``folder`` (a fresh process skips evaluating it), or evaluated
+        and saved there. A missing, stale or corrupt file is evaluated again; it never fails a call.
+        """
+        with self.lock:
+            llm, n = self.llm, len(tokens)
+            if llm.n_tokens >= n and llm.input_ids[:n].tolist() == tokens:
+                return "in memory"
+            path = folder / f"{self._state_key(tokens)}.kv"
+            if self._load_state(path, tokens):
+                return "from disk"
+            self._eval_with_reuse(tokens, None, None)
+            with contextlib.suppress(OSError):  # a read-only cache only costs the next process this prefix
+                self._save_state(path, tokens)
+            return "evaluated"
+
+    def _state_key(self, tokens: list[int]) -> str:
+        import llama_cpp
+
+        h = hashlib.sha256(f"{self.path.name}|{llama_cpp.__version__}|{self.n_ctx}|".encode())
+        h.update(np.asarray(tokens, dtype=np.int32).tobytes())
+        return f"{self.name}-{h.hexdigest()[:20]}"
+
+    def _save_state(self, path: Path, tokens: list[int]) -> None:
+        import llama_cpp
+
+        from pipeline import atomic
+
+        ctx = self.llm.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        used = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        state = bytes(buf)[:used]
+        head = _KV_MAGIC + np.uint32(len(tokens)).tobytes() + np.asarray(tokens, dtype=np.int32).tobytes()
+        atomic.write_bytes(path, head + hashlib.sha256(state).digest() + state)
+
+    def _load_state(self, path: Path, tokens: list[int]) -> bool:
+        import llama_cpp
+
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return False
+        n, start = len(tokens), len(_KV_MAGIC) + 4
+        body = start + 4 * n + 32
+        if (len(data) <= body or not data.startswith(_KV_MAGIC)
+                or int(np.frombuffer(data, np.uint32, 1, len(_KV_MAGIC))[0]) != n
+                or np.frombuffer(data, np.int32, n, start).tolist() != tokens
+                or hashlib.sha256(data[body:]).digest() != data[body - 32 : body]):
+            return False
+        llm = self.llm
+        mem = llama_cpp.llama_get_memory(llm.ctx)
+        llama_cpp.llama_memory_seq_rm(mem, 0, -1, -1)
+        state = data[body:]
+        ok = llama_cpp.llama_state_seq_set_data(llm.ctx, (ctypes.c_uint8 * len(state)).from_buffer_copy(state),
+                                                len(state), 0)
+        if not ok:
+            llama_cpp.llama_memory_seq_rm(mem, 0, -1, -1)
+            llm.n_tokens = 0
+            return False
+        llm.input_ids[:n] = tokens
+        llm.n_tokens = n
+        return True
+
     def _logits(self) -> np.ndarray:
         import llama_cpp
 
@@ -124,8 +195,8 @@ class QwenGGUF:
         return float((rows[np.arange(len(cont)), cont] - logz).sum())
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
-                 deadline: float | None = None) -> str:
-        """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused)."""
+                 deadline: float | None = None, stop: str = "]}") -> str:
+        """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused), up to ``stop``."""
         from llama_cpp import LlamaGrammar
 
         with self.lock:
@@ -136,6 +207,7 @@ class QwenGGUF:
                     break
                 out.append(tok)
                 text = self.detokenize(out)
-                if text.endswith("]}") or (deadline is not None and time.monotonic() > deadline):
+                ended = text.endswith(stop) and text.count('"') % 2 == 0  # not a "]" inside a quoted string
+                if ended or (deadline is not None and time.monotonic() > deadline):
                     break
             return self.detokenize(out)
