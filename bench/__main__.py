@@ -146,7 +146,27 @@ def _rankers_section() -> list[str]:
             lines.append(f"| {name} | not measured: {lat.get('error') if lat else 'not run'} | | |")
         else:
             lines.append(f"| {name} | {lat['median_ms']:,.0f} | {lat.get('runs', 1):.0f} | {lat['scored']:.0f} |")
-    return [*lines, ""]
+    return [*lines, "", *_earlier_rankers(rk)]
+
+
+def _earlier_rankers(rk: dict) -> list[str]:
+    """Variants an earlier run measured that the latest one did not (trained or scored on request only)."""
+    old = _load("rankers_earlier")
+    if not old:
+        return []
+    lines = []
+    for half, title in (("dev_test", "test half"), ("dev_tune", "tune half")):
+        missing = {k: v for k, v in old[half].items() if k not in rk[half]}
+        if missing:
+            lines += [f"Dev set, {title}, variants of the run of {old['measured_at']} that the run above did not "
+                      "repeat (the MNRL encoder trains only on request; the PMI reranker takes about 40 min from a "
+                      "cold cache):", "", *_metrics_table(missing), ""]
+    gone = {k: v for k, v in old["rerank_latency"].items() if k not in rk["rerank_latency"] and v}
+    if gone:
+        lines += [f"Rerank latency in the run of {old['measured_at']}, same 30 candidates: "
+                  + "; ".join(f"{k} {v['median_ms']:,.0f} ms" for k, v in gone.items())
+                  + f" (qwen {old['rerank_latency']['qwen']['median_ms']:,.0f} ms in that run).", ""]
+    return lines
 
 
 def _rst_parse_section() -> list[str]:

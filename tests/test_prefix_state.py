@@ -5,13 +5,14 @@ Qwen 0.5B (the small GGUF) keeps this fast; the code path is the 1.5B validator'
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
 from pipeline.models import provision
-from pipeline.models.qwen import QwenGGUF
-from pipeline.models.validator import _evidence_code, _evidence_head
+from pipeline.models.qwen import _KV_MAGIC, QwenGGUF
+from pipeline.models.validator import EVIDENCE_LIST_GRAMMAR, _evidence_code, _evidence_head
 
 REFERENCE = (Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd").read_text()
 
@@ -22,9 +23,12 @@ def test_a_fresh_model_reads_the_constant_start_from_disk_and_answers_the_same(t
     first = QwenGGUF(path, n_ctx=1024)
     head = first.tokenize(_evidence_head())
     tokens = head + first.tokenize(_evidence_code(REFERENCE) + "Direct match? yes or no.")
+    listing = head + first.tokenize(_evidence_code(REFERENCE) + "FACTS:\n1. Input.is_action_pressed\n"
+                                    "2. position.clamp\nWhich facts match?<|im_end|>\n<|im_start|>assistant\n[")
     assert first.warm(head, tmp_path) == "evaluated"
     assert first.warm(head, tmp_path) == "in memory"
     evaluated = first.yes_no(tokens)
+    evaluated_list = first.complete(listing, EVIDENCE_LIST_GRAMMAR, stop="]")
     first.close()
     [saved] = list(tmp_path.glob("*.kv"))
 
@@ -34,15 +38,23 @@ def test_a_fresh_model_reads_the_constant_start_from_disk_and_answers_the_same(t
     assert restored.reused_tokens == len(head)  # only the code and the question were evaluated
     assert restored.margin == pytest.approx(evaluated.margin, abs=0.05)
     assert restored.top == evaluated.top
+    # generation (the evidence list's path: llama's own prefix match) after a restore
+    second.llm.reset()
+    assert second.warm(head, tmp_path) == "from disk"
+    assert second.complete(listing, EVIDENCE_LIST_GRAMMAR, stop="]") == evaluated_list
 
-    # A truncated or altered file is evaluated again, never loaded
+    # Damaged files are evaluated again, never loaded: cut short, a flipped byte in the state, another
+    # token list in the header, and a state llama.cpp rejects although its checksum is right
     data = saved.read_bytes()
-    for bad in (data[: len(data) // 2], data[:-1] + bytes([data[-1] ^ 0xFF])):
+    body = len(_KV_MAGIC) + 4 + 4 * len(head) + 32
+    junk = bytes(64)
+    damaged = [data[: len(data) // 2], data[:-1] + bytes([data[-1] ^ 0xFF]),
+               data[: len(_KV_MAGIC) + 4] + bytes(4) + data[len(_KV_MAGIC) + 8 :],
+               data[: body - 32] + hashlib.sha256(junk).digest() + junk]
+    for bad in damaged:
         saved.write_bytes(bad)
         second.llm.reset()
         assert second.warm(head, tmp_path) == "evaluated"
         assert second.yes_no(tokens).margin == pytest.approx(evaluated.margin, abs=0.05)
-    # a different start never matches another's file
-    second.llm.reset()
-    assert second.warm(head[:-1], tmp_path) == "evaluated"
+        assert saved.read_bytes() == data  # and saved anew
     second.close()

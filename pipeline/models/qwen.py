@@ -104,7 +104,7 @@ class QwenGGUF:
             llm.eval(tokens[i : i + EVAL_SLICE])
         return common
 
-    def warm(self, tokens: list[int], folder: Path) -> str:
+    def warm(self, tokens: list[int], folder: Path, cancelled: Callable[[], bool] | None = None) -> str:
         """Make ``tokens``, a prompt prefix that never changes, the start of the KV cache.
 
         In memory already, read back from ``folder`` (a fresh process skips evaluating it), or evaluated
@@ -117,7 +117,7 @@ class QwenGGUF:
             path = folder / f"{self._state_key(tokens)}.kv"
             if self._load_state(path, tokens):
                 return "from disk"
-            self._eval_with_reuse(tokens, None, None)
+            self._eval_with_reuse(tokens, None, cancelled)
             with contextlib.suppress(OSError):  # a read-only cache only costs the next process this prefix
                 self._save_state(path, tokens)
             return "evaluated"
@@ -125,7 +125,9 @@ class QwenGGUF:
     def _state_key(self, tokens: list[int]) -> str:
         import llama_cpp
 
-        h = hashlib.sha256(f"{self.path.name}|{llama_cpp.__version__}|{self.n_ctx}|".encode())
+        st = self.path.stat()  # the name carries the pinned sha; size and mtime catch a file rebuilt in place
+        h = hashlib.sha256(f"{self.path.name}|{st.st_size}|{st.st_mtime_ns}|{llama_cpp.__version__}|"
+                           f"{self.n_ctx}|".encode())
         h.update(np.asarray(tokens, dtype=np.int32).tobytes())
         return f"{self.name}-{h.hexdigest()[:20]}"
 
@@ -168,6 +170,7 @@ class QwenGGUF:
             return False
         llm.input_ids[:n] = tokens
         llm.n_tokens = n
+        llm._requires_eval = True  # as Llama.load_state: no logits are restored, so never sample before an eval
         return True
 
     def _logits(self) -> np.ndarray:

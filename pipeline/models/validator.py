@@ -11,6 +11,7 @@ them); the evidence numbers are then generated under a GBNF grammar as JSON.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -25,11 +26,12 @@ from pipeline.records import AnyRecord, ApiMapping, DocsChunk
 if TYPE_CHECKING:
     from pipeline.trace import Verdict
 
+log = logging.getLogger(__name__)
 PROMPT_VERSION = "v4"
 # The evidence-only prompt (policy "calibrated"): the shared facts without the record view,
 # about a third of the tokens; Qwen picks the direct matches, each is checked literally.
-# e4: its question comes before SOURCE_CODE, so its first 114 tokens are the same for every chunk; their KV
-# cache is saved once under the cache folder and read back by a fresh process (≈ 2.5 s of prompt here).
+# e4: its question comes before SOURCE_CODE, so its first 113 tokens are the same for every chunk; their KV
+# cache is saved once under the cache folder and read back by a fresh process (≈ 1.7 s of prompt here).
 EVIDENCE_VERSION = "e4"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
 # yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
@@ -215,27 +217,32 @@ class QwenValidator:
             return []
         tokens = self._evidence_tokens(code) + self.model.tokenize(evidence_prompt(record, ev))
         try:
-            gen = self.model.complete(tokens, EVIDENCE_LIST_GRAMMAR, max_tokens=16,
+            gen = self.model.complete(tokens, EVIDENCE_LIST_GRAMMAR, max_tokens=32,
                                       deadline=time.monotonic() + timeout_s, stop="]")
         except Exception as exc:
             gen = f"<generation failed: {exc}>"
         return self._parse_items(gen, code, record, ev)
 
-    def _evidence_tokens(self, code: str) -> list[int]:
+    def _evidence_tokens(self, code: str, cancelled: Callable[[], bool] | None = None) -> list[int]:
         """The evidence prompt's shared prefix, its constant start restored from disk when the model has it.
 
         Tokenized in parts, so the constant start is the same token list whatever code follows it.
         """
         head = self.model.tokenize(_evidence_head())
-        self.warm_start(head)
+        try:
+            self.warm_start(head, cancelled)
+        except Cancelled:
+            raise
+        except Exception as exc:  # only a head start: the prompt is evaluated in full instead
+            log.warning("the evidence prompt's saved start is unusable: %s", exc)
         return head + self.model.tokenize(_evidence_code(code))
 
-    def warm_start(self, head: list[int] | None = None) -> str:
+    def warm_start(self, head: list[int] | None = None, cancelled: Callable[[], bool] | None = None) -> str:
         """The evidence prompt's constant start in the KV cache: in memory, from disk, or evaluated and saved."""
         warm = getattr(self.model, "warm", None)  # a QwenGGUF; fakes in tests have no KV cache
         if self.prefix_states is None or warm is None:
             return "not kept"
-        return warm(head or self.model.tokenize(_evidence_head()), self.prefix_states)
+        return warm(self.model.tokenize(_evidence_head()) if head is None else head, self.prefix_states, cancelled)
 
     def prime(self, code: str, cancelled: Callable[[], bool] | None = None, evidence_only: bool = False) -> None:
         """Load the model and evaluate the shared prefix, so later calls only read their record.
@@ -244,7 +251,7 @@ class QwenValidator:
         verdict). On every thread: the chunk's retrieval no longer loads torch (MiniLM's query route runs
         on ONNX Runtime), so there is no other work to leave a core to; a single thread was slower by 3 s.
         """
-        tokens = self._evidence_tokens(code) if evidence_only else self.model.tokenize(_head(code))
+        tokens = self._evidence_tokens(code, cancelled) if evidence_only else self.model.tokenize(_head(code))
         self.model.yes_no(tokens, cancelled=cancelled)
 
     @staticmethod
