@@ -90,7 +90,7 @@ def save_model(base: str, base_fingerprint: str, weight: np.ndarray, out: Path) 
     def tower() -> list:
         tr = Transformer(base, max_seq_length=256, model_kwargs={"local_files_only": True},
                          processor_kwargs={"local_files_only": True}, config_kwargs={"local_files_only": True})
-        return [tr, Pooling(tr.get_word_embedding_dimension(), "mean")]
+        return [tr, Pooling(tr.get_embedding_dimension(), "mean")]
 
     dim = weight.shape[0]
     dense = Dense(dim, dim, bias=False, activation_function=torch.nn.Identity(),

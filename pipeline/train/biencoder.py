@@ -74,7 +74,7 @@ def asymmetric(base: str, query_max_length: int):
     def tower(max_len: int) -> list:
         tr = Transformer(base, max_seq_length=max_len, model_kwargs={"local_files_only": True},
                          processor_kwargs={"local_files_only": True}, config_kwargs={"local_files_only": True})
-        return [tr, Pooling(tr.get_word_embedding_dimension(), "mean"), Normalize()]
+        return [tr, Pooling(tr.get_embedding_dimension(), "mean"), Normalize()]
 
     doc = tower(256)
     for module in doc:
