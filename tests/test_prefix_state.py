@@ -24,11 +24,12 @@ def test_a_fresh_model_reads_the_constant_start_from_disk_and_answers_the_same(t
     head = first.tokenize(_evidence_head())
     tokens = head + first.tokenize(_evidence_code(REFERENCE) + "Direct match? yes or no.")
     listing = head + first.tokenize(_evidence_code(REFERENCE) + "FACTS:\n1. Input.is_action_pressed\n"
-                                    "2. position.clamp\nWhich facts match?<|im_end|>\n<|im_start|>assistant\n[")
+                                    "2. position.clamp\nWhich facts match?<|im_end|>\n<|im_start|>assistant\n"
+                                    '{"evidence": [')
     assert first.warm(head, tmp_path) == "evaluated"
     assert first.warm(head, tmp_path) == "in memory"
     evaluated = first.yes_no(tokens)
-    evaluated_list = first.complete(listing, EVIDENCE_LIST_GRAMMAR, stop="]")
+    evaluated_list = first.complete(listing, EVIDENCE_LIST_GRAMMAR)
     first.close()
     [saved] = list(tmp_path.glob("*.kv"))
 
@@ -41,7 +42,7 @@ def test_a_fresh_model_reads_the_constant_start_from_disk_and_answers_the_same(t
     # generation (the evidence list's path: llama's own prefix match) after a restore
     second.llm.reset()
     assert second.warm(head, tmp_path) == "from disk"
-    assert second.complete(listing, EVIDENCE_LIST_GRAMMAR, stop="]") == evaluated_list
+    assert second.complete(listing, EVIDENCE_LIST_GRAMMAR) == evaluated_list
 
     # Damaged files are evaluated again, never loaded: cut short, a flipped byte in the state, another
     # token list in the header, and a state llama.cpp rejects although its checksum is right

@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 PROMPT_VERSION = "v4"
 # The evidence-only prompt (policy "calibrated"): the shared facts without the record view,
 # about a third of the tokens; Qwen picks the direct matches, each is checked literally.
-# e4: its question comes before SOURCE_CODE, so its first 113 tokens are the same for every chunk; their KV
+# e4/e5: its question comes before SOURCE_CODE, so its first 113 tokens are the same for every chunk; their KV
 # cache is saved once under the cache folder and read back by a fresh process (≈ 1.7 s of prompt here).
-EVIDENCE_VERSION = "e4"
+EVIDENCE_VERSION = "e5"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
 # yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
 # 1.5B: threshold 0.9 on the margin, no prior, was the best F0.5 on the dev set's top-8 candidates
@@ -56,9 +56,13 @@ EVIDENCE_GRAMMAR = r'''
 root ::= ( item ( ", " item ){0,5} )? "]}"
 item ::= [1-9] [0-9]? | "\"" [^"\\\n]{1,40} "\""
 '''
-# The evidence-only list: a bare JSON list of at most 4 items, without spaces (", " is two tokens to Qwen:
-# each costs a generation step, ~60 ms here).
-EVIDENCE_LIST_GRAMMAR = EVIDENCE_GRAMMAR.replace("{0,5}", "{0,3}").replace('", "', '","').replace('"]}"', '"]"')
+# The evidence-only list: at most 4 items, after a short `{"evidence": [`, without the space after a comma
+# (Qwen spends a token on it). A bare `[` start was cheaper still, but ended 9 of 45 tune-half lists after
+# their first item; this form lists what the e3 prompt listed.
+EVIDENCE_LIST_GRAMMAR = r'''
+root ::= ( item ( "," item ){0,3} )? "]}"
+item ::= [1-9] [0-9]? | "\"" [^"\\\n]{1,40} "\""
+'''
 
 
 def _head(code: str) -> str:
@@ -124,7 +128,7 @@ def evidence_prompt(record: AnyRecord, ev: Evidence) -> str:
     facts = "\n".join(f"{i.n}. {i.text}" for i in ev.items[:6])
     name = record.source or record.id
     return (f"RECORD ({record.kind}) {name}\nFACTS FOUND IN BOTH:\n{facts}\n"
-            "Which facts are direct matches?<|im_end|>\n<|im_start|>assistant\n[")
+            "Which facts are direct matches?<|im_end|>\n<|im_start|>assistant\n" + '{"evidence": [')
 
 
 @dataclass
@@ -218,7 +222,7 @@ class QwenValidator:
         tokens = self._evidence_tokens(code) + self.model.tokenize(evidence_prompt(record, ev))
         try:
             gen = self.model.complete(tokens, EVIDENCE_LIST_GRAMMAR, max_tokens=32,
-                                      deadline=time.monotonic() + timeout_s, stop="]")
+                                      deadline=time.monotonic() + timeout_s)
         except Exception as exc:
             gen = f"<generation failed: {exc}>"
         return self._parse_items(gen, code, record, ev)
