@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
-from bench.common import save
+from bench.common import ROOT, run_child, save
 
-ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("calibrated", "qwen_and_evidence")
 
 CHILD = r"""
@@ -51,14 +46,7 @@ print("RESULT " + json.dumps(out))
 
 def one(policy: str) -> dict:
     ref = ROOT / "fixtures" / "reference_chunk.gd"
-    proc = subprocess.run([sys.executable, "-c", CHILD, policy, str(ref)], cwd=ROOT, capture_output=True,
-                          text=True, check=True, env={**_env(), "PYTHONPATH": str(ROOT)})
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return run_child(CHILD, policy, str(ref), env={"TOKENIZERS_PARALLELISM": "false"})
 
 
 def main(runs: int = 3) -> dict:

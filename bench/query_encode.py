@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
-from bench.common import save
+from bench.common import run_child, save
 
-ROOT = Path(__file__).resolve().parents[1]
 ROUTES = ("onnxruntime", "sentence-transformers")
 
 CHILD = r"""
@@ -44,11 +39,7 @@ print("RESULT " + json.dumps({"first_s": first, "query_ms": samples, "torch": "t
 
 
 def one(route: str, runs: int) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, route, str(runs)], cwd=ROOT, capture_output=True, text=True,
-                          check=True, env=env)
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
+    return run_child(CHILD, route, str(runs))
 
 
 def main(runs: int = 3) -> dict:

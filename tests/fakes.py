@@ -49,7 +49,7 @@ class ScriptedLM:
         return YesNo(5.0 if "start_dash" in record else -5.0, "yes", len(tokens), 0, 1.0)
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
-                 deadline: float | None = None, stop: str = "]}") -> str:
+                 deadline: float | None = None) -> str:
         return "1]}"
 
 

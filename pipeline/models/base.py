@@ -75,8 +75,8 @@ class LogitLM(Protocol):
         ...
 
     def complete(self, tokens: list[int], grammar: str, *, max_tokens: int = 24,
-                 deadline: float | None = None, stop: str = "]}") -> str:
-        """A greedy continuation under a GBNF grammar, ending at ``stop``."""
+                 deadline: float | None = None) -> str:
+        """A greedy continuation under a GBNF grammar."""
         ...
 
 

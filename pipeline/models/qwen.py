@@ -198,8 +198,8 @@ class QwenGGUF:
         return float((rows[np.arange(len(cont)), cont] - logz).sum())
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
-                 deadline: float | None = None, stop: str = "]}") -> str:
-        """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused), up to ``stop``."""
+                 deadline: float | None = None) -> str:
+        """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused), up to the list's "]}"."""
         from llama_cpp import LlamaGrammar
 
         with self.lock:
@@ -210,7 +210,7 @@ class QwenGGUF:
                     break
                 out.append(tok)
                 text = self.detokenize(out)
-                ended = text.endswith(stop) and text.count('"') % 2 == 0  # not a "]" inside a quoted string
+                ended = text.endswith("]}") and text.count('"') % 2 == 0  # not a "]}" inside a quoted string
                 if ended or (deadline is not None and time.monotonic() > deadline):
                     break
             return self.detokenize(out)

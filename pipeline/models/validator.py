@@ -206,11 +206,13 @@ class QwenValidator:
             j.message = "the evidence list could not be parsed; the verdict stands, the raw text is kept"
         return j
 
-    def _generate(self, tokens: list[int], verdict: str, deadline: float, grammar: str = EVIDENCE_GRAMMAR) -> str:
+    def _generate(self, tokens: list[int], verdict: str, deadline: float) -> str:
         """The evidence numbers, under the grammar, after the forced verdict."""
-        tail = self.model.tokenize(verdict + '", "evidence": [')
+        return self._complete(tokens + self.model.tokenize(verdict + '", "evidence": ['), EVIDENCE_GRAMMAR, deadline)
+
+    def _complete(self, tokens: list[int], grammar: str, deadline: float) -> str:
         try:
-            return self.model.complete(tokens + tail, grammar, max_tokens=32, deadline=deadline)
+            return self.model.complete(tokens, grammar, max_tokens=32, deadline=deadline)
         except Exception as exc:
             return f"<generation failed: {exc}>"
 
@@ -220,11 +222,7 @@ class QwenValidator:
         if not ev.items:
             return []
         tokens = self._evidence_tokens(code) + self.model.tokenize(evidence_prompt(record, ev))
-        try:
-            gen = self.model.complete(tokens, EVIDENCE_LIST_GRAMMAR, max_tokens=32,
-                                      deadline=time.monotonic() + timeout_s)
-        except Exception as exc:
-            gen = f"<generation failed: {exc}>"
+        gen = self._complete(tokens, EVIDENCE_LIST_GRAMMAR, time.monotonic() + timeout_s)
         return self._parse_items(gen, code, record, ev)
 
     def _evidence_tokens(self, code: str, cancelled: Callable[[], bool] | None = None) -> list[int]:
