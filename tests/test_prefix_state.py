@@ -59,3 +59,23 @@ def test_a_fresh_model_reads_the_constant_start_from_disk_and_answers_the_same(t
         assert second.yes_no(tokens).margin == pytest.approx(evaluated.margin, abs=0.05)
         assert saved.read_bytes() == data  # and saved anew
     second.close()
+
+
+@pytest.mark.model
+def test_an_old_prompt_start_is_pruned_and_other_models_are_left_alone(tmp_path: Path) -> None:
+    import os
+
+    from pipeline.models.qwen import KEPT_STATES
+
+    model = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=1024)
+    old = [tmp_path / f"{model.name}-old{i}.kv" for i in range(KEPT_STATES + 1)]
+    other = tmp_path / "qwen-1.5b-0123456789.kv"
+    for i, p in enumerate([*old, other]):
+        p.write_bytes(b"x")
+        os.utime(p, ns=(10**18 + i, 10**18 + i))  # old0 is the least recently used
+    head = model.tokenize(_evidence_head())
+    assert model.warm(head, tmp_path) == "evaluated"
+    model.close()
+    kept = {p.name for p in tmp_path.glob("*.kv")}
+    newest = {p.name for p in old[-(KEPT_STATES - 1) :]}
+    assert len(kept) == KEPT_STATES + 1 and newest | {other.name} <= kept, kept

@@ -27,6 +27,7 @@ __all__ = ["EVAL_SLICE", "Cancelled", "QwenGGUF", "Timeout", "YesNo"]
 
 EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cancellation
 # A saved prefix state: magic, token count, tokens (int32), sha256 of the state, llama's sequence state
+KEPT_STATES = 3  # per model: the prompt starts in use (one today) and a little room for another version
 _KV_MAGIC = b"GDPOCKV1"
 
 
@@ -116,11 +117,21 @@ class QwenGGUF:
                 return "in memory"
             path = folder / f"{self._state_key(tokens)}.kv"
             if self._load_state(path, tokens):
+                with contextlib.suppress(OSError):
+                    os.utime(path)  # recently used: kept by the pruning below
                 return "from disk"
             self._eval_with_reuse(tokens, None, cancelled)
             with contextlib.suppress(OSError):  # a read-only cache only costs the next process this prefix
                 self._save_state(path, tokens)
+                self._prune_states(folder, keep=path)
             return "evaluated"
+
+    def _prune_states(self, folder: Path, keep: Path) -> None:
+        """Drop this model's least recently used states past KEPT_STATES: an old prompt's start is never read."""
+        older = sorted((p for p in folder.glob(f"{self.name}-*.kv") if p != keep),
+                       key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for p in older[KEPT_STATES - 1 :]:
+            p.unlink(missing_ok=True)
 
     def _state_key(self, tokens: list[int]) -> str:
         import llama_cpp
