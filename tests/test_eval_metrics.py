@@ -43,3 +43,18 @@ def test_f_reranker_earns_its_place(report) -> None:
     f = report.metrics["F"]["ndcg@10"]
     assert f > report.metrics["F union"]["ndcg@10"] + 0.03
     assert f > report.metrics["D"]["ndcg@10"]
+
+
+def test_the_query_maps_selection_measure_agrees_with_the_eval_table(engine: Engine) -> None:
+    """The query map is kept only if it beats MiniLM on the tune half by `adapter._tune_half`; with the identity
+    map that measure must give the embedding leg's figure of `pipeline eval` (it once counted records without a
+    page, labels and API mappings, as one more page and read 0.50 where the table read 0.60)."""
+    import numpy as np
+
+    from pipeline.train.adapter import _tune_half
+
+    embedder, vectors = engine.dense(None)
+    tune = evaluate_set(engine, load_set(split="tune"), Settings(run_validator=False, alternatives=("D",)))
+    got = _tune_half(embedder.encode, engine.store, vectors, np.eye(vectors.matrix.shape[1], dtype=np.float32))
+    assert got["tune_ndcg@10_base"] == got["tune_ndcg@10"]
+    assert got["tune_ndcg@10_base"] == pytest.approx(tune.metrics["embedding"]["ndcg@10"], abs=1e-4)
