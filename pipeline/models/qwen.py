@@ -26,8 +26,8 @@ from pipeline.models.provision import ModelError
 __all__ = ["EVAL_SLICE", "Cancelled", "QwenGGUF", "Timeout", "YesNo"]
 
 EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cancellation
-# A saved prefix state: magic, token count, tokens (int32), sha256 of the state, llama's sequence state
 KEPT_STATES = 3  # per model: the prompt starts in use (one today) and a little room for another version
+# A saved prefix state: magic, token count, tokens (int32), sha256 of the state, llama's sequence state
 _KV_MAGIC = b"GDPOCKV1"
 
 
