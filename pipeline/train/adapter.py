@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -127,24 +126,17 @@ def train(out: Path, queries: list[Query], store: KBStore, vectors: VectorIndex,
     return info
 
 
-def _pages(paths: Iterable[str]) -> list[str]:
-    """Distinct pages in rank order. A record with no page (a label, an API mapping) is not a page: counting
-    it as one, as these measures once did, pushed every page below it down a rank."""
-    return list(dict.fromkeys(p for p in paths if p))
-
-
 def _tune_half(encode, store: KBStore, vectors: VectorIndex, weight: np.ndarray) -> dict[str, float]:
     """The embedding leg's page-level nDCG@10 on the dev set's tune half, without and with the map."""
-    from pipeline.evaluate import _ranx, load_set
+    from pipeline.evaluate import _pages, _ranx, load_set
 
     chunks = [c for c in load_set(split="tune") if c.relevant]
     qvecs = encode([c.code[:QUERY_CHARS] for c in chunks])
-    docpath = [r.doc_path or "" for r in store.records]
     runs: dict[str, dict[str, list[str]]] = {"base": {}, "map": {}}
     for name, vecs in (("base", qvecs), ("map", qvecs @ weight.T)):
         vecs = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
         for c, v in zip(chunks, vecs, strict=True):
-            runs[name][c.id] = _pages(docpath[i] for i, _ in vectors.search(v, 200))
+            runs[name][c.id] = _pages(store.records[i] for i, _ in vectors.search(v, 200))
     overall, _ = _ranx({c.id: c.relevant for c in chunks}, runs)
     return {"tune_ndcg@10_base": round(overall["base"]["ndcg@10"], 4),
             "tune_ndcg@10": round(overall["map"]["ndcg@10"], 4)}
@@ -157,15 +149,14 @@ def _validate(qvecs: np.ndarray, queries: list[Query], store: KBStore, vectors: 
     Each crop's own records are hidden, as in real use: code a user pastes is not in the docs verbatim,
     so finding the record the crop was cut from says nothing; finding its page through the rest does.
     """
-    from pipeline.evaluate import _ranx
+    from pipeline.evaluate import _pages, _ranx
 
-    docpath = [r.doc_path or "" for r in store.records]
     runs: dict[str, dict[str, list[str]]] = {"base": {}, "map": {}}
     for name, vecs in (("base", qvecs), ("map", qvecs @ weight.T)):
         vecs = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
         for q, v in zip(queries, vecs, strict=True):
             hide = {store.by_id[r] for r in q.positives}
-            runs[name][q.qid] = _pages(docpath[i] for i, _ in vectors.search(v, 100) if i not in hide)
+            runs[name][q.qid] = _pages(store.records[i] for i, _ in vectors.search(v, 100) if i not in hide)
     overall, _ = _ranx({q.qid: q.relevant_pages for q in queries}, runs)
     return {"val_ndcg@10_base": round(overall["base"]["ndcg@10"], 4),
             "val_ndcg@10": round(overall["map"]["ndcg@10"], 4)}
