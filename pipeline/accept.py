@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from pipeline.features import GODOT3, ChunkFacts, dimension_agreement
 from pipeline.models.provision import ModelError
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
 
-ACCEPT_VERSION = 5
+ACCEPT_VERSION = 6
 FREE: dict[str, str] = {  # name -> what it says, for the validator panel
     "coverage": "rarity-weighted share of the code's facts in the record",
     "facts": "facts found in both texts", "api_facts": "API calls or patterns found in both",
@@ -37,14 +39,24 @@ FREE: dict[str, str] = {  # name -> what it says, for the validator panel
     "foreign_code": "the code is not GDScript and the record is Godot documentation",
     "legacy_code": "the code is Godot 3 and the record is Godot 4 material (not a migration note or Godot 3 label)",
     "label_terms": "share of a label's match terms found literally in the code",
+    "page_rows": "records of the same page in the judged list",
 }
 LLM: dict[str, str] = {"margin": "Qwen's yes − no margin",
                        "pmi_margin": "Qwen's margin minus its margin for an empty chunk"}
 
 
+def page_rows(doc_paths: Sequence[str | None], top_k: int) -> list[float]:
+    """For each judged record, how many of the top ``top_k`` are on its page, itself included (a record
+    without a page, a label or an API mapping, is a page of its own: 1)."""
+    # Several sections of one page in the judged list: the ranking agrees on that page (bench/NOTES.md).
+    on_page = Counter(p for p in doc_paths[:top_k] if p)
+    return [float(on_page[p] + (n >= top_k)) if p else 1.0 for n, p in enumerate(doc_paths)]
+
+
 def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int, rank_score: float,
-                  rarity: float, code: str = "") -> dict[str, float]:
-    """What costs nothing: evidence, kind, dimension and rank (``rarity``: IDF of the rarest shared fact)."""
+                  rarity: float, code: str = "", same_page: float = 0.0) -> dict[str, float]:
+    """What costs nothing: evidence, kind, dimension and rank (``rarity``: IDF of the rarest shared fact;
+    ``same_page``: the record's entry of :func:`page_rows`)."""
     source = record.source
     is_class_doc = isinstance(record, DocsChunk) and source.startswith("class/")
     cls = source.removeprefix("class/") if source.startswith("class/") else None
@@ -59,7 +71,7 @@ def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int,
         "class_used": float(cls in chunk.classes) if cls else 0.0, "rank": float(rank), "rank_score": rank_score,
         "foreign_code": float(chunk.foreign and not isinstance(record, LabelPrototype)),
         "legacy_code": float(chunk.legacy and not source.startswith("migrating/") and not godot3_label(record)),
-        "label_terms": label_terms(record, code),
+        "label_terms": label_terms(record, code), "page_rows": same_page,
     }
 
 

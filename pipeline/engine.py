@@ -307,10 +307,22 @@ class Engine:
         return lambda ref: scope.label_fits(self.store, ref, code, s.label_fit) is not None
 
     def _validate(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
-        s = prepared.settings
         if stop():
             alt.validation = ValidateTrace(status="not_run", message="cancelled before validation")
             return
+        stage = self.validation_stage(prepared)
+
+        def tick(done: int, total: int, what: str) -> None:
+            progress(ProgressEvent("validate", done, total, alt.name, what))
+
+        result = stage.run(prepared.chunk, alt.final, tick, stop)
+        alt.validation, alt.final = stage.trace(result), result.final
+        if stage.validator is not None and not stop():
+            self.verdicts.mark_primed(stage.validator, prepared.chunk.text)
+
+    def validation_stage(self, prepared: Prepared) -> Validate:
+        """The validate stage for this chunk and settings: its validator, policy and accept model."""
+        s = prepared.settings
         validator, why = None, ""
         if s.judges:
             try:
@@ -328,17 +340,9 @@ class Engine:
                 policy = "qwen_and_evidence"
                 why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "
                                                   f"\"{POLICIES[policy].label}\" decided"]))
-        stage = Validate(self.store, validator, top_k=s.validator_top_k, label_fit=s.label_fit, policy=policy,
-                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight,
-                         accept=accept)
-
-        def tick(done: int, total: int, what: str) -> None:
-            progress(ProgressEvent("validate", done, total, alt.name, what))
-
-        result = stage.run(prepared.chunk, alt.final, tick, stop)
-        alt.validation, alt.final = stage.trace(result), result.final
-        if validator is not None and not stop():
-            self.verdicts.mark_primed(validator, prepared.chunk.text)
+        return Validate(self.store, validator, top_k=s.validator_top_k, label_fit=s.label_fit, policy=policy,
+                        timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight,
+                        accept=accept)
 
     def run(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
             progress: ProgressFn = _quiet, cancelled: Cancel | None = None, prime: bool = False) -> Trace:

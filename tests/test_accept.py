@@ -14,7 +14,7 @@ import pytest
 from pipeline.engine import Engine
 from pipeline.evaluate import is_relevant, load_set
 from pipeline.settings import Settings
-from pipeline.trace import Trace
+from pipeline.trace import AlternativeTrace, FinalItem, Trace, ValidateRow
 
 pytestmark = pytest.mark.model
 
@@ -68,23 +68,37 @@ def test_qwen_is_skipped_where_it_cannot_change_the_decision(reference: Trace) -
                 assert r.evidence and all(e.verified for e in r.evidence if e.field != "model string"), r
 
 
+def _judged_against(engine: Engine, code: str, alt: AlternativeTrace) -> dict[str, ValidateRow]:
+    """``alt``'s judged list, its ranking held as it was, validated against ``code``."""
+    prepared = engine.prepare(code, Settings(alternatives=(alt.name,)))
+    held = [FinalItem.of(it, rank=it.rank, score=it.score, group=it.group) for it in alt.final]
+    stage = engine.validation_stage(prepared)
+    return {r.record_id: r for r in stage.trace(stage.run(prepared.chunk, held)).judged_rows}
+
+
 def test_instructions_in_identifiers_and_strings_do_not_raise_p(engine: Engine, reference: Trace) -> None:
+    # The planted words are also query terms, so they move the ranking, and p's rank features with it (a page
+    # with one more section in the top 8 scores higher). The code's own effect on p is measured with the
+    # judged list held fixed; the run left free to re-rank must still accept nothing new.
     injected = engine.run(INJECTED, Settings())
     for name, alt in reference.alternatives.items():
         clean = {r.record_id: r for r in alt.validation.judged_rows}
-        dirty = {r.record_id: r for r in injected.alternatives[name].validation.judged_rows}
-        for rid in clean.keys() & dirty.keys():
-            c, d = clean[rid], dirty[rid]
-            if c.p is None or d.p is None:
-                continue
+        held = _judged_against(engine, INJECTED, alt)
+        assert held.keys() == clean.keys() and len(clean) >= 8, name
+        threshold = alt.validation.p_threshold
+        assert threshold is not None
+        for rid, c in clean.items():
+            d = held[rid]
+            assert c.p is not None and d.p is not None, (name, rid)
             shown = json.dumps([x.model_dump() for x in d.contributions])
             assert d.p <= c.p + P_TOL, (name, rid, c.p, d.p, shown)
-            # nothing newly accepted, except a record already within the tolerance of the threshold (the extra
-            # lines move rank features a little)
-            threshold = alt.validation.p_threshold
-            assert threshold is not None
-            if d.accepted and not c.accepted:
+            if d.accepted and not c.accepted:  # only a record already within the tolerance of the threshold
                 assert c.p >= threshold - P_TOL, (name, rid, c.p, d.p, shown)
+        dirty = {r.record_id: r for r in injected.alternatives[name].validation.judged_rows}
+        for rid in clean.keys() & dirty.keys():  # re-ranked: the same rule
+            c, d = clean[rid], dirty[rid]
+            if d.accepted and not c.accepted:
+                assert c.p is not None and c.p >= threshold - P_TOL, (name, rid, c.p, d.p)
 
 
 # Player movement in C#, Python and JavaScript engines: the same ideas, no Godot record is direct evidence.

@@ -7,7 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from pipeline.train.accept import TABLE, AcceptRecipe, fit, load_table
+from pipeline.accept import FREE, page_rows
+from pipeline.train.accept import TABLE, AcceptRecipe, _auc, _fit_linear, fit, load_table
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +49,20 @@ def test_qwen_joins_the_model_only_when_it_helps(table: list[dict]) -> None:
     assert 0.0 < model2.ask_above < 1.0  # and Qwen is asked only above the band where it can flip a decision
     p = np.array([model2.free.p(r)[0] for r in informed])
     assert 0.0 < float((p >= model2.ask_above).mean()) < 1.0
+
+
+def test_page_rows_counts_the_judged_records_of_each_page() -> None:
+    # top 4 judged: page a twice; a record without a page is its own; one judged past the top 4 counts itself
+    assert page_rows(["a", "b", "a", None, "a"], 4) == [2.0, 1.0, 2.0, 1.0, 3.0]
+
+
+def test_records_of_one_page_in_the_judged_list_separate_better_out_of_fold(table: list[dict]) -> None:
+    rows = [r for r in table if r["margin"] is not None]
+    y = np.array([r["label"] for r in rows])
+    groups = [r["group"] for r in rows]
+    tune = np.array([r["origin"] == "dev-tune" for r in rows])
+    auc = {}
+    for names in (list(FREE), [n for n in FREE if n != "page_rows"]):
+        _, oof = _fit_linear(np.array([[r[n] for n in names] for r in rows]), y, groups, names, AcceptRecipe())
+        auc[len(names)] = _auc(y[tune], oof[tune])
+    assert auc[len(FREE)] > auc[len(FREE) - 1] + 0.03, auc

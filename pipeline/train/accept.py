@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import atomic
-from pipeline.accept import FREE, LLM, AcceptModel, Linear, free_features
+from pipeline.accept import FREE, LLM, AcceptModel, Linear, free_features, page_rows
 from pipeline.config import FIXTURES
 from pipeline.evidence import Evidence, collect
 from pipeline.train.recipe import Recipe, write_done
@@ -30,7 +30,7 @@ Progress = Callable[[str, int, int], None]
 
 
 class AcceptRecipe(Recipe):
-    version: int = 2
+    version: int = 3
     seed: int = 13
     c: float = 0.5  # inverse L2 strength of the logistic models
     folds: int = 5  # GroupKFold by page for the out-of-fold scores Platt scaling is fitted on
@@ -48,6 +48,7 @@ class Candidate:
     rank: int
     rank_score: float
     label: int
+    same_page: float  # records of its page among its alternative's top k (accept.page_rows)
 
 
 def rarest(ev: Evidence, weight: Callable[[str], float]) -> float:
@@ -59,7 +60,8 @@ def row(engine, c: Candidate, judge: Callable[[str, str], float | None]) -> dict
     record = engine.store.get(c.record_id)
     ev = collect(c.code, record, weight=engine.term_weight)
     facts = engine.features.chunk_facts(c.code, [])
-    free = free_features(record, ev, facts, c.rank, c.rank_score, rarest(ev, engine.term_weight), c.code)
+    free = free_features(record, ev, facts, c.rank, c.rank_score, rarest(ev, engine.term_weight), c.code,
+                         c.same_page)
     margin, empty = judge(c.code, c.record_id), judge("", c.record_id)
     llm = {"margin": margin, "pmi_margin": None if margin is None or empty is None else margin - empty}
     return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm}
@@ -160,13 +162,14 @@ def dev_candidates(engine, top_k: int = 8) -> list[Candidate]:
         for alt in trace.alternatives.values():
             items = alt.final[:top_k]
             lo, hi = min(it.score for it in items), max(it.score for it in items)
-            for it in items:
+            same = page_rows([it.doc_path for it in items], top_k)
+            for it, k in zip(items, same, strict=True):
                 if it.record_id in seen:
                     continue
                 seen.add(it.record_id)
                 label = int(is_relevant(c, it))
                 out.append(Candidate(c.id, "dev-tune", c.code, it.record_id, it.rank,
-                                     (it.score - lo) / (hi - lo) if hi > lo else 1.0, label))
+                                     (it.score - lo) / (hi - lo) if hi > lo else 1.0, label, k))
     return out
 
 
@@ -193,12 +196,13 @@ def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8) -> list[C
         b, e, _ = masked_legs(q.text, engine.store, engine.bm25, vec, qv, s.d_bm25_k, s.d_dense_k, set(q.positives))
         items = Fusion(s.fusion, s.alpha, s.rrf_k).run(Union().run(b, e)).items[:top_k]
         lo, hi = min(it.score for it in items), max(it.score for it in items)
-        for it in items:
+        same = page_rows([it.candidate.ref.doc_path for it in items], top_k)
+        for it, k in zip(items, same, strict=True):
             if it.candidate.ref.kind == "label_prototype":  # no page, and no hand label for a docs crop
                 continue
             page = it.candidate.ref.doc_path or ""
             out.append(Candidate(q.page, "docs", q.text, it.candidate.record_id, it.rank,
-                                 (it.score - lo) / (hi - lo) if hi > lo else 1.0, int(page in q.relevant_pages)))
+                                 (it.score - lo) / (hi - lo) if hi > lo else 1.0, int(page in q.relevant_pages), k))
     return out
 
 
