@@ -317,8 +317,8 @@ class Engine:
 
         result = stage.run(prepared.chunk, alt.final, tick, stop)
         alt.validation, alt.final = stage.trace(result), result.final
-        if stage.validator is not None and not stop():
-            self.verdicts.mark_primed(stage.validator, prepared.chunk.text)
+        if stage.validator is not None and stage.cache is not None and not stop():
+            stage.cache.mark_primed(stage.validator, prepared.chunk.text)
 
     def validation_stage(self, prepared: Prepared) -> Validate:
         """The validate stage for this chunk and settings: its validator, policy and accept model."""
