@@ -54,7 +54,7 @@ def page_rows(doc_paths: Sequence[str | None], top_k: int) -> list[float]:
 
 
 def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int, rank_score: float,
-                  rarity: float, code: str = "", same_page: float = 0.0) -> dict[str, float]:
+                  rarity: float, code: str = "", *, same_page: float) -> dict[str, float]:
     """What costs nothing: evidence, kind, dimension and rank (``rarity``: IDF of the rarest shared fact;
     ``same_page``: the record's entry of :func:`page_rows`)."""
     source = record.source

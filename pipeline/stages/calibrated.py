@@ -92,7 +92,7 @@ class Calibrated:
             # rank is clipped to the top k the model was fitted on: a label judged past it (scope) would
             # otherwise sit far outside the fitted range (rank 40 against 1-8)
             rank = min(item.rank, stage.top_k) if stage.top_k else item.rank
-            x0 = free_features(record, ev, self.facts, rank, scaled, rarity, chunk.text, same_page[n])
+            x0 = free_features(record, ev, self.facts, rank, scaled, rarity, chunk.text, same_page=same_page[n])
             p0, parts = self.model.free.p(x0)
             if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None

@@ -61,7 +61,7 @@ def row(engine, c: Candidate, judge: Callable[[str, str], float | None]) -> dict
     ev = collect(c.code, record, weight=engine.term_weight)
     facts = engine.features.chunk_facts(c.code, [])
     free = free_features(record, ev, facts, c.rank, c.rank_score, rarest(ev, engine.term_weight), c.code,
-                         c.same_page)
+                         same_page=c.same_page)
     margin, empty = judge(c.code, c.record_id), judge("", c.record_id)
     llm = {"margin": margin, "pmi_margin": None if margin is None or empty is None else margin - empty}
     return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm}
