@@ -103,6 +103,11 @@ class Validator(Protocol):
         """Only the evidence list (numbers of shared facts or short strings, each checked literally)."""
         ...
 
+    def evidence_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], *, timeout_s: float = 30.0
+                      ) -> list[list[dict[str, object]]]:
+        """``evidence_for`` for each (record, evidence) of one chunk, in one pass where the model allows it."""
+        ...
+
     def prime(self, code: str, cancelled: Callable[[], bool] | None = None, evidence_only: bool = False) -> None:
         """Load the model and read ``code``'s shared prompt prefix ahead of the calls that reuse it
         (``evidence_only``: the evidence-list prompt's, when Qwen gives no verdict)."""

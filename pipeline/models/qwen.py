@@ -26,6 +26,9 @@ from pipeline.models.provision import ModelError
 __all__ = ["EVAL_SLICE", "Cancelled", "QwenGGUF", "Timeout", "YesNo"]
 
 EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cancellation
+# Sequences one context holds: the shared prompt prefix (sequence 0) and up to 7 continuations decoded side by
+# side (``complete_many``). One cache buffer serves them all, so the prefix is shared, not copied.
+SEQUENCES = 8
 KEPT_STATES = 3  # per model: the prompt starts in use (one today) and a little room for another version
 # A saved prefix state: magic, token count, tokens (int32), sha256 of the state, llama's sequence state
 _KV_MAGIC = b"GDPOCKV1"
@@ -44,6 +47,8 @@ class QwenGGUF:
         self._llm = None
         self._yes: list[int] = []
         self._no: list[int] = []
+        self.sequences = 1  # what the loaded context holds (``SEQUENCES`` unless llama.cpp refused it)
+        self._batch = None  # complete_many's own llama_batch, allocated on first use
 
     @property
     def llm(self):
@@ -60,15 +65,19 @@ class QwenGGUF:
             except ImportError as exc:
                 raise ModelError("llama-cpp-python is not installed; fix: `make install`") from exc
             try:
-                self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=512,
-                                  n_threads=self.n_threads or os.cpu_count() or 2, logits_all=self.logits_all,
-                                  verbose=False)
+                with _sequences(SEQUENCES):
+                    self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=512,
+                                      n_threads=self.n_threads or os.cpu_count() or 2, logits_all=self.logits_all,
+                                      verbose=False)
             except Exception as exc:
                 raise ModelError(f"cannot load {self.path.name}: {exc}; rebuild it with "
                                  "`python -m pipeline models prepare`") from exc
             # Free the model before interpreter teardown: llama-cpp-python's own finaliser then
             # runs after its C bindings are gone and prints a TypeError at exit.
             atexit.register(self.close)
+            import llama_cpp
+
+            self.sequences = int(llama_cpp.llama_n_seq_max(self._llm.ctx))
             tok = self._llm.tokenize
             self._yes = sorted({tok(w.encode(), add_bos=False)[0] for w in ("yes", "Yes", " yes", " Yes")})
             self._no = sorted({tok(w.encode(), add_bos=False)[0] for w in ("no", "No", " no", " No")})
@@ -138,7 +147,7 @@ class QwenGGUF:
 
         st = self.path.stat()  # the name carries the pinned sha; size and mtime catch a file rebuilt in place
         h = hashlib.sha256(f"{self.path.name}|{st.st_size}|{st.st_mtime_ns}|{llama_cpp.__version__}|"
-                           f"{self.n_ctx}|".encode())
+                           f"{self.n_ctx}|{self.sequences}|".encode())
         h.update(np.asarray(tokens, dtype=np.int32).tobytes())
         return f"{self.name}-{h.hexdigest()[:20]}"
 
@@ -225,3 +234,137 @@ class QwenGGUF:
                 if ended or (deadline is not None and time.monotonic() > deadline):
                     break
             return self.detokenize(out)
+
+    def complete_many(self, prefix: list[int], tails: list[list[int]], grammar: str | Sequence[str],
+                      max_tokens: int = 24, *, deadline: float | None = None) -> list[str]:
+        """``complete(prefix + tail, grammar)`` for every tail (``grammar``: one, or one per tail), side by side.
+
+        The prefix is evaluated once (sequence 0, reused as usual); each tail continues it in a sequence of
+        its own, all tails in one batch, and each generation step decodes one token of every unfinished
+        list at once. Generating is bound by reading the weights, so a step for 5 lists costs little more
+        than a step for one. Greedy under the grammar, with llama-cpp-python's own sampler chain, so each
+        list is the one ``complete`` writes (tests/test_qwen_batch.py checks it on the real model).
+        """
+        if not tails:
+            return []
+        grammars = [grammar] * len(tails) if isinstance(grammar, str) else list(grammar)
+        with self.lock:
+            self.load()
+            room = self.n_ctx - len(prefix) - 1
+            groups: list[list[int]] = []  # indices of tails decoded together: within the sequences and the cache
+            for i, t in enumerate(tails):
+                need = len(t) + max_tokens
+                last = groups[-1] if groups else None
+                used = sum(len(tails[j]) + max_tokens for j in last) if last else 0
+                if last is not None and len(last) < self.sequences - 1 and used + need <= room:
+                    last.append(i)
+                else:
+                    groups.append([i])
+            out: list[str] = [""] * len(tails)
+            for g in groups:
+                if len(g) == 1 or len(prefix) + len(tails[g[0]]) + max_tokens > room:
+                    for i in g:
+                        out[i] = self.complete(prefix + tails[i], grammars[i], max_tokens, deadline=deadline)
+                    continue
+                texts = self._side_by_side(prefix, [tails[i] for i in g], [grammars[i] for i in g], max_tokens,
+                                           deadline)
+                for i, text in zip(g, texts, strict=True):
+                    out[i] = text
+            return out
+
+    def _side_by_side(self, prefix: list[int], tails: list[list[int]], grammars: list[str], max_tokens: int,
+                      deadline: float | None) -> list[str]:
+        import llama_cpp
+        from llama_cpp._internals import LlamaBatch
+
+        llm = self.llm
+        if self._batch is None:
+            self._batch = LlamaBatch(n_tokens=llm.n_batch, embd=0, n_seq_max=1, verbose=False)
+        self._eval_with_reuse(prefix, deadline, None)  # sequence 0: the prefix, as ``complete`` leaves it
+        mem = llama_cpp.llama_get_memory(llm.ctx)
+        lists = _Lists(self, grammars, max_tokens, deadline)
+        try:
+            for k in range(len(tails)):
+                llama_cpp.llama_memory_seq_cp(mem, 0, k + 1, -1, -1)
+            rows = [(tok, len(prefix) + j, k, j == len(t) - 1) for k, t in enumerate(tails) for j, tok in enumerate(t)]
+            for start in range(0, len(rows), llm.n_batch):  # every tail, n_batch tokens per decode
+                part = rows[start : start + llm.n_batch]
+                self._decode(part)
+                for j, (_, _, k, last) in enumerate(part):
+                    if last:
+                        lists.take(k, j)
+            pos = [len(prefix) + len(t) for t in tails]
+            while live := lists.live():  # one token of every unfinished list per step
+                self._decode([(lists.out[k][-1], pos[k], k, True) for k in live])
+                for j, k in enumerate(live):
+                    pos[k] += 1
+                    lists.take(k, j)
+        finally:
+            for k in range(len(tails)):
+                llama_cpp.llama_memory_seq_rm(mem, k + 1, -1, -1)
+            llm._requires_eval = True  # the logits are the last batch's, not the prefix's
+            lists.close()
+        return [self.detokenize(o) for o in lists.out]
+
+    def _decode(self, rows: list[tuple[int, int, int, bool]]) -> None:
+        """One llama_decode of (token, position, list k, wants logits) rows; list k is sequence k + 1."""
+        assert self._batch is not None
+        batch = self._batch.batch
+        for j, (tok, pos, k, want) in enumerate(rows):
+            batch.token[j], batch.pos[j], batch.n_seq_id[j] = tok, pos, 1
+            batch.seq_id[j][0], batch.logits[j] = k + 1, want
+        batch.n_tokens = len(rows)
+        self.llm._ctx.decode(self._batch)
+
+
+class _Lists:
+    """The lists ``complete_many`` writes: a sampler chain each (as ``Llama.generate`` builds it), and
+    ``complete``'s stopping rules."""
+
+    def __init__(self, lm: QwenGGUF, grammars: list[str], max_tokens: int, deadline: float | None) -> None:
+        from llama_cpp import LlamaGrammar
+
+        n = len(grammars)
+        self.lm, self.max_tokens, self.deadline = lm, max_tokens, deadline
+        self.samplers = [lm.llm._init_sampler(temp=0.0, top_k=1, grammar=LlamaGrammar.from_string(g, verbose=False))
+                         for g in grammars]
+        self.out: list[list[int]] = [[] for _ in range(n)]
+        self.done = [False] * n
+        self.eos = lm.llm.token_eos()
+
+    def live(self) -> list[int]:
+        return [k for k, d in enumerate(self.done) if not d]
+
+    def take(self, k: int, idx: int) -> None:
+        """Sample list k's next token from the logits at batch row ``idx``."""
+        tok = self.samplers[k].sample(self.lm.llm._ctx, idx)
+        if tok == self.eos or len(self.out[k]) >= self.max_tokens:
+            self.done[k] = True
+            return
+        self.out[k].append(tok)
+        text = self.lm.detokenize(self.out[k])
+        ended = text.endswith("]}") and text.count('"') % 2 == 0
+        self.done[k] = ended or (self.deadline is not None and time.monotonic() > self.deadline)
+
+    def close(self) -> None:
+        for smp in self.samplers:
+            smp.close()
+
+
+@contextlib.contextmanager
+def _sequences(n: int):
+    """``Llama(...)`` takes no sequence count: its context starts from llama_context_default_params."""
+    import llama_cpp.llama_cpp as lib
+
+    base = lib.llama_context_default_params
+
+    def params():
+        p = base()
+        p.n_seq_max, p.kv_unified = n, True  # one buffer: the sequences share the prefix's cells
+        return p
+
+    lib.llama_context_default_params = params
+    try:
+        yield
+    finally:
+        lib.llama_context_default_params = base

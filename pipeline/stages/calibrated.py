@@ -143,17 +143,17 @@ class Calibrated:
     @staticmethod
     def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check],
                   progress: Callable[[int, int, str], None] | None) -> None:
-        """Qwen's evidence list for the records accepted without its verdict (back to back: one prefix)."""
+        """Qwen's evidence list for the records accepted without its verdict (one prefix, decoded side by side)."""
         from pipeline.models.validator import Judgement
 
         todo = [n for n, c in sorted(checks.items()) if c.accepted and c.judgement is None]
         if stage.validator is None or not todo:
             return
-        for i, n in enumerate(todo):
+        if progress:
+            progress(0, len(todo), f"evidence lists of {len(todo)} accepted record(s), side by side")
+        pairs = [(stage.store.get(checks[n].item.record_id), checks[n].evidence) for n in todo]
+        for n, (items, cached) in zip(todo, stage.evidence_cached_many(chunk.text, pairs), strict=True):
             c = checks[n]
-            if progress:
-                progress(i, len(todo), f"evidence: {c.item.source or c.item.record_id}")
-            items, cached = stage.evidence_cached(chunk.text, stage.store.get(c.item.record_id), c.evidence)
             checks[n] = dataclasses.replace(c, judgement=Judgement("not_run", evidence=items), cached=cached,
                                             note=f"{c.note}; Qwen listed the evidence")
         if progress:

@@ -203,22 +203,30 @@ class Validate:
         return self._judge(validator, ChunkInfo(text=code, sha256="", n_bytes=0, n_lines=0, language="gdscript"),
                            record, ev, stats, cancelled)
 
-    def evidence_cached(self, code: str, record: AnyRecord, ev: Evidence) -> tuple[list[dict[str, object]], bool]:
-        """Qwen's evidence list under its grammar, each item checked literally (cached like verdicts)."""
+    def evidence_cached_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]]
+                             ) -> list[tuple[list[dict[str, object]], bool]]:
+        """Qwen's evidence lists under its grammar, each item checked literally, cached like verdicts.
+
+        For several records of one chunk: the cache misses are asked in one pass (decoded side by side).
+        """
         v = self.validator
         assert v is not None
-        key = f"{v.evidence_version}|" + VerdictCache.key(v, code, record_line(record)) if self.cache else ""
-        hit = self.cache.get_evidence(key) if self.cache else None
-        if hit is not None:
-            return hit, True
+        keys = [f"{v.evidence_version}|" + VerdictCache.key(v, code, record_line(r)) if self.cache else ""
+                for r, _ in pairs]
+        hits = [self.cache.get_evidence(k) if self.cache else None for k in keys]
+        out: list[tuple[list[dict[str, object]], bool]] = [(h, True) if h is not None else ([], False)
+                                                            for h in hits]
+        miss = [n for n, h in enumerate(hits) if h is None]
         try:
-            items = v.evidence_for(code, record, ev, timeout_s=self.timeout_s)
+            lists = v.evidence_many(code, [pairs[n] for n in miss], timeout_s=self.timeout_s)
         except Exception as exc:
-            log.warning("evidence for %s failed: %s", record.id, exc)
-            return [], False
-        if self.cache:
-            self.cache.set_evidence(key, items)
-        return items, False
+            log.warning("evidence lists failed: %s", exc)
+            return out
+        for n, items in zip(miss, lists, strict=True):
+            out[n] = (items, False)
+            if self.cache:
+                self.cache.set_evidence(keys[n], items)
+        return out
 
     def _judge(self, validator: Validator, chunk: ChunkInfo, record: AnyRecord, ev: Evidence, stats: Stats,
                cancelled: Callable[[], bool] | None) -> tuple[Judgement, bool]:

@@ -1,0 +1,67 @@
+"""Evidence lists decoded side by side (QwenGGUF.complete_many) are the lists decoded one at a time.
+
+Batched and single decodes round differently (about 1e-2 in a logit), so where two tokens tie within
+that, greedy may pick either: the 0.5B here ties ',' and ']}' within 0.07 on a one-fact list. A list
+may therefore differ only at such a tie, which the test measures on the one-at-a-time path.
+Qwen 0.5B (the small GGUF) keeps this fast; the code path is the 1.5B validator's.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline.models import provision
+from pipeline.models.qwen import SEQUENCES, QwenGGUF
+from pipeline.models.validator import _evidence_code, _evidence_head, list_grammar
+
+REFERENCE = (Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd").read_text()
+FACTS = [
+    ["Input.is_action_pressed", "$AnimatedSprite2D.play", "position.clamp"],
+    ["velocity.normalized", "screen_size"],
+    ["Vector2.ZERO", "move_and_slide", "$AnimatedSprite2D.stop", "velocity.length"],
+    ["is_on_floor"],
+    ["position.clamp", "Vector2.ZERO"],
+]
+
+
+def _tail(lm: QwenGGUF, n: int) -> list[int]:
+    facts = "\n".join(f"{i + 1}. {f}" for i, f in enumerate(FACTS[n % len(FACTS)]))
+    return lm.tokenize(f"RECORD (docs_chunks) page {n}\nFACTS FOUND IN BOTH:\n{facts}\nWhich facts are direct "
+                       'matches?<|im_end|>\n<|im_start|>assistant\n{"evidence": [')
+
+
+def _gap(lm: QwenGGUF, prompt: list[int], a: str, b: str) -> float:
+    """The logit gap, on the one-at-a-time path, between the two tokens where lists ``a`` and ``b`` part."""
+    n = next(i for i in range(min(len(a), len(b)) + 1) if i == len(a) or i == len(b) or a[i] != b[i])
+    lm.yes_no(prompt + (lm.tokenize(a[:n]) if n else []))
+    logits = lm._logits()
+    ta, tb = lm.tokenize(a[n:])[0], lm.tokenize(b[n:])[0]
+    return abs(float(logits[ta] - logits[tb]))
+
+
+@pytest.mark.model
+def test_lists_side_by_side_are_the_lists_one_at_a_time_and_leave_only_the_prefix() -> None:
+    import llama_cpp
+
+    lm = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=2048)
+    prefix = lm.tokenize(_evidence_head()) + lm.tokenize(_evidence_code(REFERENCE))
+    tails = [_tail(lm, n) for n in range(SEQUENCES + 2)]  # more than one context's sequences: two groups
+    grammars = [list_grammar(range(1, len(FACTS[n % len(FACTS)]) + 1)) for n in range(len(tails))]
+    alone = [lm.complete(prefix + t, g, max_tokens=32) for t, g in zip(tails, grammars, strict=True)]
+    assert lm.sequences == SEQUENCES
+    together = lm.complete_many(prefix, tails, grammars, max_tokens=32)
+    assert all(t.endswith("]}") for t in together)
+    # each list names only its own facts (the one-fact record's list at most "1")
+    assert all(int(n) <= len(FACTS[k % len(FACTS)]) for k, t in enumerate(together) for n in re.findall(r"\d+", t))
+    # the other sequences are gone; sequence 0 holds the prefix, and the next call reuses it
+    mem = llama_cpp.llama_get_memory(lm.llm.ctx)
+    assert [llama_cpp.llama_memory_seq_pos_max(mem, s) for s in range(1, SEQUENCES)] == [-1] * (SEQUENCES - 1)
+    assert lm.yes_no(prefix + tails[1]).reused_tokens == len(prefix)
+    ties = [_gap(lm, prefix + t, a, b) for t, a, b in zip(tails, alone, together, strict=True) if a != b]
+    assert len(ties) <= 2 and all(g < 0.25 for g in ties), ties
+    # a list cut by max_tokens stops where complete stops it
+    assert lm.complete_many(prefix, tails[:3], grammars[:3], max_tokens=2) == [
+        lm.complete(prefix + t, g, max_tokens=2) for t, g in zip(tails[:3], grammars[:3], strict=True)]
