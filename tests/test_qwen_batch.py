@@ -29,8 +29,8 @@ FACTS = [
 
 def _tail(lm: QwenGGUF, n: int) -> list[int]:
     facts = "\n".join(f"{i + 1}. {f}" for i, f in enumerate(FACTS[n % len(FACTS)]))
-    return lm.tokenize(f"RECORD (docs_chunks) page {n}\nFACTS FOUND IN BOTH:\n{facts}\nWhich facts are direct "
-                       'matches?<|im_end|>\n<|im_start|>assistant\n{"evidence": [')
+    return lm.tokenize(f"RECORD (docs_chunks) page {n}\nFACTS FOUND IN BOTH:\n{facts}\n"
+                       '<|im_end|>\n<|im_start|>assistant\n{"evidence": [')
 
 
 def _gap(lm: QwenGGUF, prompt: list[int], a: str, b: str) -> float:
