@@ -29,6 +29,7 @@ EVAL_SLICE = 64  # tokens per decode call: the granularity of timeouts and cance
 # Sequences one context holds: the shared prompt prefix (sequence 0) and up to 7 continuations decoded side by
 # side (``complete_many``). One cache buffer serves them all, so the prefix is shared, not copied.
 SEQUENCES = 8
+_PATCHING = threading.Lock()
 KEPT_STATES = 3  # per model: the prompt starts in use (one today) and a little room for another version
 # A saved prefix state: magic, token count, tokens (int32), sha256 of the state, llama's sequence state
 _KV_MAGIC = b"GDPOCKV1"
@@ -241,9 +242,10 @@ class QwenGGUF:
 
         The prefix is evaluated once (sequence 0, reused as usual); each tail continues it in a sequence of
         its own, all tails in one batch, and each generation step decodes one token of every unfinished
-        list at once. Generating is bound by reading the weights, so a step for 5 lists costs little more
-        than a step for one. Greedy under the grammar, with llama-cpp-python's own sampler chain, so each
-        list is the one ``complete`` writes (tests/test_qwen_batch.py checks it on the real model).
+        list at once. Generating is bound by reading the weights, so a step for 5 lists costs about twice a
+        step for one (1.5B, 2 cores). Greedy under the grammar, with llama-cpp-python's own sampler chain
+        and ``complete``'s stopping rules: each list is the one ``complete`` writes, except where two tokens
+        tie within rounding, which either path may break either way (tests/test_qwen_batch.py).
         """
         if not tails:
             return []
@@ -262,7 +264,7 @@ class QwenGGUF:
                     groups.append([i])
             out: list[str] = [""] * len(tails)
             for g in groups:
-                if len(g) == 1 or len(prefix) + len(tails[g[0]]) + max_tokens > room:
+                if len(g) == 1:  # alone (or too long to share the cache): as before
                     for i in g:
                         out[i] = self.complete(prefix + tails[i], grammars[i], max_tokens, deadline=deadline)
                     continue
@@ -356,15 +358,16 @@ def _sequences(n: int):
     """``Llama(...)`` takes no sequence count: its context starts from llama_context_default_params."""
     import llama_cpp.llama_cpp as lib
 
-    base = lib.llama_context_default_params
+    with _PATCHING:  # two models loading at once: the patch is never patched again, nor restored too early
+        base = lib.llama_context_default_params
 
-    def params():
-        p = base()
-        p.n_seq_max, p.kv_unified = n, True  # one buffer: the sequences share the prefix's cells
-        return p
+        def params():
+            p = base()
+            p.n_seq_max, p.kv_unified = n, True  # one buffer: the sequences share the prefix's cells
+            return p
 
-    lib.llama_context_default_params = params
-    try:
-        yield
-    finally:
-        lib.llama_context_default_params = base
+        lib.llama_context_default_params = params
+        try:
+            yield
+        finally:
+            lib.llama_context_default_params = base
