@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.models import provision
 from pipeline.models.qwen import SEQUENCES, QwenGGUF
-from pipeline.models.validator import _evidence_code, _evidence_head, list_grammar
+from pipeline.models.validator import _evidence_code, _evidence_head, _forced_end, list_grammar
 
 REFERENCE = (Path(__file__).resolve().parents[1] / "fixtures" / "reference_chunk.gd").read_text()
 FACTS = [
@@ -60,8 +60,19 @@ def test_lists_side_by_side_are_the_lists_one_at_a_time_and_leave_only_the_prefi
     mem = llama_cpp.llama_get_memory(lm.llm.ctx)
     assert [llama_cpp.llama_memory_seq_pos_max(mem, s) for s in range(1, SEQUENCES)] == [-1] * (SEQUENCES - 1)
     assert lm.yes_no(prefix + tails[1]).reused_tokens == len(prefix)
-    ties = [_gap(lm, prefix + t, a, b) for t, a, b in zip(tails, alone, together, strict=True) if a != b]
-    assert len(ties) <= 2 and all(g < 0.25 for g in ties), ties
+    # the "]}" the grammar forces after a 4th item is appended without a decode step: the same lists
+    closed = lm.complete_many(prefix, tails, grammars, max_tokens=32, forced=_forced_end)
+    assert any(_forced_end(t.removesuffix("]}")) for t in closed)  # some lists did end that way
+    for lists in (together, closed):
+        ties = [_gap(lm, prefix + t, a, b) for t, a, b in zip(tails, alone, lists, strict=True) if a != b]
+        assert len(ties) <= 2 and all(g < 0.25 for g in ties), ties
     # a list cut by max_tokens stops where complete stops it
     assert lm.complete_many(prefix, tails[:3], grammars[:3], max_tokens=2) == [
         lm.complete(prefix + t, g, max_tokens=2) for t, g in zip(tails[:3], grammars[:3], strict=True)]
+
+
+def test_a_list_is_closed_without_decoding_only_where_the_grammar_leaves_no_choice() -> None:
+    assert _forced_end('1,2,3,4') == "]}"
+    assert _forced_end('1,"move_down",3,"a, b"') == "]}"
+    for open_list in ("1,2,3", "1,2,3,", '1,2,3,"4', "1,2,3,4,", ""):
+        assert _forced_end(open_list) == ""

@@ -237,7 +237,8 @@ class QwenGGUF:
             return self.detokenize(out)
 
     def complete_many(self, prefix: list[int], tails: list[list[int]], grammar: str | Sequence[str],
-                      max_tokens: int = 24, *, deadline: float | None = None) -> list[str]:
+                      max_tokens: int = 24, *, deadline: float | None = None,
+                      forced: Callable[[str], str] | None = None) -> list[str]:
         """``complete(prefix + tail, grammar)`` for every tail (``grammar``: one, or one per tail), side by side.
 
         The prefix is evaluated once (sequence 0, reused as usual); each tail continues it in a sequence of
@@ -246,6 +247,8 @@ class QwenGGUF:
         step for one (1.5B, 2 cores). Greedy under the grammar, with llama-cpp-python's own sampler chain
         and ``complete``'s stopping rules: each list is the one ``complete`` writes, except where two tokens
         tie within rounding, which either path may break either way (tests/test_qwen_batch.py).
+        ``forced(text)``: what the grammar leaves as the only way on after ``text`` ("" when it leaves a
+        choice); that rest is appended without decoding it.
         """
         if not tails:
             return []
@@ -269,13 +272,13 @@ class QwenGGUF:
                         out[i] = self.complete(prefix + tails[i], grammars[i], max_tokens, deadline=deadline)
                     continue
                 texts = self._side_by_side(prefix, [tails[i] for i in g], [grammars[i] for i in g], max_tokens,
-                                           deadline)
+                                           deadline, forced)
                 for i, text in zip(g, texts, strict=True):
                     out[i] = text
             return out
 
     def _side_by_side(self, prefix: list[int], tails: list[list[int]], grammars: list[str], max_tokens: int,
-                      deadline: float | None) -> list[str]:
+                      deadline: float | None, forced: Callable[[str], str] | None = None) -> list[str]:
         import llama_cpp
         from llama_cpp._internals import LlamaBatch
 
@@ -284,7 +287,7 @@ class QwenGGUF:
             self._batch = LlamaBatch(n_tokens=llm.n_batch, embd=0, n_seq_max=1, verbose=False)
         self._eval_with_reuse(prefix, deadline, None)  # sequence 0: the prefix, as ``complete`` leaves it
         mem = llama_cpp.llama_get_memory(llm.ctx)
-        lists = _Lists(self, grammars, max_tokens, deadline)
+        lists = _Lists(self, grammars, max_tokens, deadline, forced)
         try:
             for k in range(len(tails)):
                 llama_cpp.llama_memory_seq_cp(mem, 0, k + 1, -1, -1)
@@ -306,7 +309,7 @@ class QwenGGUF:
                 llama_cpp.llama_memory_seq_rm(mem, k + 1, -1, -1)
             llm._requires_eval = True  # the logits are the last batch's, not the prefix's
             lists.close()
-        return [self.detokenize(o) for o in lists.out]
+        return [self.detokenize(o) + rest for o, rest in zip(lists.out, lists.rest, strict=True)]
 
     def _decode(self, rows: list[tuple[int, int, int, bool]]) -> None:
         """One llama_decode of (token, position, list k, wants logits) rows; list k is sequence k + 1."""
@@ -323,7 +326,8 @@ class _Lists:
     """The lists ``complete_many`` writes: a sampler chain each (as ``Llama.generate`` builds it), and
     ``complete``'s stopping rules."""
 
-    def __init__(self, lm: QwenGGUF, grammars: list[str], max_tokens: int, deadline: float | None) -> None:
+    def __init__(self, lm: QwenGGUF, grammars: list[str], max_tokens: int, deadline: float | None,
+                 forced: Callable[[str], str] | None = None) -> None:
         from llama_cpp import LlamaGrammar
 
         n = len(grammars)
@@ -332,6 +336,8 @@ class _Lists:
                          for g in grammars]
         self.out: list[list[int]] = [[] for _ in range(n)]
         self.done = [False] * n
+        self.rest = [""] * n  # what ``forced`` said the grammar leaves: appended, not decoded
+        self.forced = forced
         self.eos = lm.llm.token_eos()
 
     def live(self) -> list[int]:
@@ -346,6 +352,9 @@ class _Lists:
         self.out[k].append(tok)
         text = self.lm.detokenize(self.out[k])
         ended = text.endswith("]}") and text.count('"') % 2 == 0
+        if not ended and self.forced is not None:
+            self.rest[k] = self.forced(text)
+            ended = bool(self.rest[k])
         self.done[k] = ended or (self.deadline is not None and time.monotonic() > self.deadline)
 
     def close(self) -> None:

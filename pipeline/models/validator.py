@@ -76,6 +76,16 @@ def list_grammar(numbers: Iterable[int]) -> str:
     return EVIDENCE_LIST_GRAMMAR.replace("[1-9] [0-9]?", " | ".join(f'"{n}"' for n in numbers))
 
 
+# A list that holds its 4th item (a fact number, or a quoted string without quotes or backslashes inside):
+# EVIDENCE_LIST_GRAMMAR then allows only "]}", so it is written without a decode step (≈ 0.3 s side by side).
+_FULL_LIST = re.compile(r'(?:\d|"[^"\\\n]+")(?:,(?:\d|"[^"\\\n]+")){3}')
+
+
+def _forced_end(text: str) -> str:
+    """The rest of a list that ``list_grammar`` leaves no choice about: "]}" after the 4th item, else ""."""
+    return "]}" if _FULL_LIST.fullmatch(text) else ""
+
+
 def _numbers(ev: Evidence) -> list[int]:
     return [i.n for i in ev.items[:6]]  # the facts evidence_prompt lists
 
@@ -256,7 +266,7 @@ class QwenValidator:
         tails = [self.model.tokenize(evidence_prompt(*pairs[n])) for n in todo]
         try:
             texts = many(prefix, tails, [list_grammar(_numbers(pairs[n][1])) for n in todo], max_tokens=32,
-                         deadline=time.monotonic() + timeout_s * len(todo))
+                         deadline=time.monotonic() + timeout_s * len(todo), forced=_forced_end)
         except Exception as exc:  # one at a time, as before the batch existed
             log.warning("evidence lists side by side failed (%s); asking for them one at a time", exc)
             for n in todo:
