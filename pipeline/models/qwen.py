@@ -230,9 +230,7 @@ class QwenGGUF:
                 if tok == self.llm.token_eos() or len(out) >= max_tokens:
                     break
                 out.append(tok)
-                text = self.detokenize(out)
-                ended = text.endswith("]}") and text.count('"') % 2 == 0  # not a "]}" inside a quoted string
-                if ended or (deadline is not None and time.monotonic() > deadline):
+                if _ended(self.detokenize(out)) or (deadline is not None and time.monotonic() > deadline):
                     break
             return self.detokenize(out)
 
@@ -268,8 +266,7 @@ class QwenGGUF:
             out: list[str] = [""] * len(tails)
             for g in groups:
                 if len(g) == 1:  # alone (or too long to share the cache): as before
-                    for i in g:
-                        out[i] = self.complete(prefix + tails[i], grammars[i], max_tokens, deadline=deadline)
+                    out[g[0]] = self.complete(prefix + tails[g[0]], grammars[g[0]], max_tokens, deadline=deadline)
                     continue
                 texts = self._side_by_side(prefix, [tails[i] for i in g], [grammars[i] for i in g], max_tokens,
                                            deadline, forced)
@@ -351,7 +348,7 @@ class _Lists:
             return
         self.out[k].append(tok)
         text = self.lm.detokenize(self.out[k])
-        ended = text.endswith("]}") and text.count('"') % 2 == 0
+        ended = _ended(text)
         if not ended and self.forced is not None:
             self.rest[k] = self.forced(text)
             ended = bool(self.rest[k])
@@ -360,6 +357,11 @@ class _Lists:
     def close(self) -> None:
         for smp in self.samplers:
             smp.close()
+
+
+def _ended(text: str) -> bool:
+    """A list's end: its "]}", not one inside a quoted string (``complete``'s and ``complete_many``'s stop)."""
+    return text.endswith("]}") and text.count('"') % 2 == 0
 
 
 @contextlib.contextmanager

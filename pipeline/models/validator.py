@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.evidence import Evidence, sanitize_for_model, strip_comments, verify
+from pipeline.evidence import Evidence, EvidenceItem, sanitize_for_model, strip_comments, verify
 from pipeline.models.base import Cancelled, LogitLM, Timeout
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk
 
@@ -76,6 +76,13 @@ def list_grammar(numbers: Iterable[int]) -> str:
     return EVIDENCE_LIST_GRAMMAR.replace("[1-9] [0-9]?", " | ".join(f'"{n}"' for n in numbers))
 
 
+SHOWN_FACTS = 6  # facts a prompt numbers for Qwen: numbers 1-6, so a fact number is one digit (_FULL_LIST)
+
+
+def _shown(ev: Evidence) -> list[EvidenceItem]:
+    return ev.items[:SHOWN_FACTS]
+
+
 # A list that holds its 4th item (a fact number, or a quoted string without quotes or backslashes inside):
 # EVIDENCE_LIST_GRAMMAR then allows only "]}", so it is written without a decode step (≈ 0.3 s side by side).
 _FULL_LIST = re.compile(r'(?:\d|"[^"\\\n]+")(?:,(?:\d|"[^"\\\n]+")){3}')
@@ -87,7 +94,7 @@ def _forced_end(text: str) -> str:
 
 
 def _numbers(ev: Evidence) -> list[int]:
-    return [i.n for i in ev.items[:6]]  # the facts evidence_prompt lists
+    return [i.n for i in _shown(ev)]  # the facts evidence_prompt lists
 
 
 def _head(code: str) -> str:
@@ -138,7 +145,7 @@ def record_view(record: AnyRecord, ev: Evidence) -> str:
 
 
 def record_prompt(record: AnyRecord, ev: Evidence) -> str:
-    facts = "\n".join(f"{i.n}. {i.text}" for i in ev.items[:6]) or "none"
+    facts = "\n".join(f"{i.n}. {i.text}" for i in _shown(ev)) or "none"
     parts = [f"RECORD ({record.kind}):\n{record_view(record, ev)}",
              f"FACTS FOUND IN BOTH:\n{facts}",
              f"ONLY IN SOURCE_CODE: {', '.join(ev.only_in_code[:4]) or 'nothing'}",
@@ -150,7 +157,7 @@ def record_prompt(record: AnyRecord, ev: Evidence) -> str:
 
 def evidence_prompt(record: AnyRecord, ev: Evidence) -> str:
     """After the shared prefix: just the record's name and the facts found in both texts."""
-    facts = "\n".join(f"{i.n}. {i.text}" for i in ev.items[:6])
+    facts = "\n".join(f"{i.n}. {i.text}" for i in _shown(ev))
     name = record.source or record.id
     # e7: no closing "Which facts are direct matches?" (the constant start asks it): 6 tokens less per record,
     # and the same 45 lists as e6 on the tune half's D top 3 (notes/exp/evprompt.py)
@@ -258,22 +265,19 @@ class QwenValidator:
         todo = [n for n, (_, ev) in enumerate(pairs) if ev.items]
         out: list[list[dict[str, object]]] = [[] for _ in pairs]
         many = getattr(self.model, "complete_many", None)  # a QwenGGUF; test fakes complete one at a time
-        if len(todo) < 2 or many is None:
-            for n in todo:
-                out[n] = self.evidence_for(code, pairs[n][0], pairs[n][1], timeout_s=timeout_s)
-            return out
-        prefix = self._evidence_tokens(code)
-        tails = [self.model.tokenize(evidence_prompt(*pairs[n])) for n in todo]
-        try:
-            texts = many(prefix, tails, [list_grammar(_numbers(pairs[n][1])) for n in todo], max_tokens=32,
-                         deadline=time.monotonic() + timeout_s * len(todo), forced=_forced_end)
-        except Exception as exc:  # one at a time, as before the batch existed
-            log.warning("evidence lists side by side failed (%s); asking for them one at a time", exc)
-            for n in todo:
-                out[n] = self.evidence_for(code, pairs[n][0], pairs[n][1], timeout_s=timeout_s)
-            return out
-        for n, gen in zip(todo, texts, strict=True):
-            out[n] = self._parse_items(gen, code, pairs[n][0], pairs[n][1])
+        if len(todo) >= 2 and many is not None:
+            tails = [self.model.tokenize(evidence_prompt(*pairs[n])) for n in todo]
+            try:
+                texts = many(self._evidence_tokens(code), tails, [list_grammar(_numbers(pairs[n][1])) for n in todo],
+                             max_tokens=32, deadline=time.monotonic() + timeout_s * len(todo), forced=_forced_end)
+            except Exception as exc:  # one at a time below, as before the batch existed
+                log.warning("evidence lists side by side failed (%s); asking for them one at a time", exc)
+            else:
+                for n, gen in zip(todo, texts, strict=True):
+                    out[n] = self._parse_items(gen, code, pairs[n][0], pairs[n][1])
+                return out
+        for n in todo:
+            out[n] = self.evidence_for(code, pairs[n][0], pairs[n][1], timeout_s=timeout_s)
         return out
 
     def _evidence_tokens(self, code: str, cancelled: Callable[[], bool] | None = None) -> list[int]:
