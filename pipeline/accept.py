@@ -53,6 +53,13 @@ def page_rows(doc_paths: Sequence[str | None], top_k: int) -> list[float]:
     return [float(on_page[p] + (n >= top_k)) if p else 1.0 for n, p in enumerate(doc_paths)]
 
 
+def rank_scores(scores: Sequence[float], top_k: int) -> list[float]:
+    """Each ranking score scaled to [0, 1] over the top ``top_k``, as the accept model was fitted (one that
+    ranks past them, a label judged by scope, is clipped and does not move the others' scale)."""
+    lo, hi = (min(scores[:top_k]), max(scores[:top_k])) if scores[:top_k] else (0.0, 0.0)
+    return [min(max((s - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0 for s in scores]
+
+
 def free_features(record: AnyRecord, ev: Evidence, chunk: ChunkFacts, rank: int, rank_score: float,
                   rarity: float, code: str = "", *, same_page: float) -> dict[str, float]:
     """What costs nothing: evidence, kind, dimension and rank (``rarity``: IDF of the rarest shared fact;

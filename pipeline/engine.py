@@ -36,6 +36,7 @@ from pipeline.stages import scope
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.dense import DenseRetriever, trace_embedding
+from pipeline.stages.dimension import DimensionOrder, Ordered
 from pipeline.stages.fusion import Fusion
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
@@ -47,9 +48,11 @@ from pipeline.trace import (
     AlternativeTrace,
     ChunkInfo,
     FinalItem,
+    FusionTrace,
     KBInfo,
     ProgressEvent,
     RecordRef,
+    RerankTrace,
     Trace,
     ValidateTrace,
 )
@@ -213,7 +216,10 @@ class Engine:
         if name == "D":
             fusion = Fusion(s.fusion, s.alpha, s.rrf_k)
             fused = fusion.run(u)
+            ordered = self._by_dimension(prepared, fused.items)
+            fused = dataclasses.replace(fused, items=ordered.items)
             alt.fusion, ranked = fusion.trace(fused), fused.items
+            self._note_moved(alt.fusion, ordered)
         else:
             rerank = Rerank(self.store, None, s.rerank_top_n)
             kept = (rerank.union_order(u, "pending", "the reranker runs next; the union order is shown meanwhile")
@@ -287,17 +293,33 @@ class Engine:
             if stop():
                 raise Cancelled
 
+        ordered = Ordered([], [])
         try:
             if stop():
                 raise Cancelled
             stage.reranker = self.reranker(s)
             result = stage.run(prepared.chunk, union, tick, prepared.query.terms)
+            ordered = self._by_dimension(prepared, result.items)
+            result = dataclasses.replace(result, items=ordered.items)
         except ModelError as exc:  # the reranker is missing: keep F usable on the union order and say so
             result = stage.union_order(union, "error", f"reranker unavailable, union order kept: {exc}")
         except Cancelled:
             result = stage.union_order(union, "not_run", "cancelled: the union order is kept")
         alt.rerank = stage.trace(result)
+        self._note_moved(alt.rerank, ordered)
         alt.final = final_items(result.items, s.final_k, self._fitting_label(prepared))
+
+    def _by_dimension(self, prepared: Prepared, items: Sequence[RankedItem]) -> Ordered:
+        """The other dimension's docs sections below the rest (pipeline/stages/dimension.py), if turned on."""
+        if not prepared.settings.dimension_order:
+            return Ordered(list(items), [])
+        facts = self.features.chunk_facts(prepared.chunk.text, prepared.query.terms)
+        return DimensionOrder(self.store).run(items, facts)
+
+    @staticmethod
+    def _note_moved(stage: FusionTrace | RerankTrace, ordered: Ordered) -> None:
+        stage.moved_down = ordered.moved
+        stage.message = "; ".join(filter(None, [stage.message, ordered.message]))
 
     def _fitting_label(self, prepared: Prepared) -> Callable[[RecordRef], bool]:
         """Labels the validator's scope takes wherever they rank (pipeline/stages/scope.py)."""

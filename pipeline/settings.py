@@ -77,6 +77,9 @@ class Settings(BaseModel):
     reranker_model: str | None = None  # a folder (learned, bge) or a GGUF (qwen); None = the default one
     rerank_top_n: int = Field(30, ge=1, le=200)
     f_prior_weight: float = Field(1.0, ge=0.0, le=100.0)  # learned ranker + this × RRF prior (tune half)
+    # After fusion and the reranker, docs sections about the other dimension (3D pages for 2D code, or back)
+    # move below the rest (pipeline/stages/dimension.py; chosen on the tune half).
+    dimension_order: bool = True
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

@@ -249,6 +249,7 @@ class FusionTrace(StageTrace[FusionRow]):
     bm25_norm: NormStats | None = None
     embedding_norm: NormStats | None = None
     bm25_floor: float | None = None  # min-max: a weak best BM25 score is not stretched to 1
+    moved_down: list[str] = Field(default_factory=list)  # other-dimension docs sections (stages/dimension.py)
 
 
 class RerankTrace(StageTrace[RerankRow]):
@@ -257,6 +258,7 @@ class RerankTrace(StageTrace[RerankRow]):
     top_n: int = 0
     scored: int = 0  # candidates the reranker actually scored
     bias: float | None = None  # the learned ranker's score before any feature (the contributions add to it)
+    moved_down: list[str] = Field(default_factory=list)  # other-dimension docs sections (stages/dimension.py)
 
 
 class ValidateTrace(StageTrace[ValidateRow]):

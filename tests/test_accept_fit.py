@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from pipeline.accept import FREE, page_rows
+from pipeline.accept import FREE, page_rows, rank_scores
 from pipeline.train.accept import TABLE, AcceptRecipe, _auc, _fit_linear, fit, load_table
 
 
@@ -54,6 +54,13 @@ def test_qwen_joins_the_model_only_when_it_helps(table: list[dict]) -> None:
 def test_page_rows_counts_the_judged_records_of_each_page() -> None:
     # top 4 judged: page a twice; a record without a page is its own; one judged past the top 4 counts itself
     assert page_rows(["a", "b", "a", None, "a"], 4) == [2.0, 1.0, 2.0, 1.0, 3.0]
+
+
+def test_rank_scores_scale_over_the_top_k_and_clip_past_it() -> None:
+    # the scale is the top 3's (4 .. 2); a record judged past them (scope) is clipped, not rescaling the others
+    assert rank_scores([4.0, 3.0, 2.0, 1.0], 3) == [1.0, 0.5, 0.0, 0.0]
+    assert rank_scores([2.0, 2.0], 8) == [1.0, 1.0]  # no spread: every judged record at the top
+    assert rank_scores([], 8) == []
 
 
 def test_records_of_one_page_in_the_judged_list_separate_better_out_of_fold(table: list[dict]) -> None:

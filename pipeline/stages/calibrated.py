@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.accept import AcceptModel, free_features, page_rows
+from pipeline.accept import AcceptModel, free_features, page_rows, rank_scores
 from pipeline.evidence import Evidence, collect
 from pipeline.features import ChunkFacts
 from pipeline.records import AnyRecord, DocsChunk
@@ -75,10 +75,7 @@ class Calibrated:
         t0 = time.perf_counter()
         stats = Stats()
         within = stage.in_scope(chunk, final)
-        # rank_score is scaled over the top k, as the accept model was fitted: a label judged past it (scope)
-        # scores 0 there and does not move the others' scale
-        scores = [it.score for it in final[: stage.top_k]]
-        lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
+        scaled = rank_scores([it.score for it in final], stage.top_k)
         same_page = page_rows([it.doc_path for it in final], stage.top_k)
         checks: dict[int, Check] = {}  # by position in ``final``
         pending: list[_Pending] = []
@@ -88,11 +85,11 @@ class Calibrated:
             record = stage.store.get(item.record_id)
             ev = collect(chunk.text, record, weight=stage.weight)
             rarity = max((stage.weight(i.text) for i in ev.items), default=0.0) if stage.weight else 0.0
-            scaled = min(max((item.score - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
             # rank is clipped to the top k the model was fitted on: a label judged past it (scope) would
             # otherwise sit far outside the fitted range (rank 40 against 1-8)
             rank = min(item.rank, stage.top_k) if stage.top_k else item.rank
-            x0 = free_features(record, ev, self.facts, rank, scaled, rarity, chunk.text, same_page=same_page[n])
+            x0 = free_features(record, ev, self.facts, rank, scaled[n], rarity, chunk.text,
+                               same_page=same_page[n])
             p0, parts = self.model.free.p(x0)
             if p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import atomic
-from pipeline.accept import FREE, LLM, AcceptModel, Linear, free_features, page_rows
+from pipeline.accept import FREE, LLM, AcceptModel, Linear, free_features, page_rows, rank_scores
 from pipeline.config import FIXTURES
 from pipeline.evidence import Evidence, collect
 from pipeline.train.recipe import Recipe, write_done
@@ -161,15 +161,14 @@ def dev_candidates(engine, top_k: int = 8) -> list[Candidate]:
         seen: set[str] = set()
         for alt in trace.alternatives.values():
             items = alt.final[:top_k]
-            lo, hi = min(it.score for it in items), max(it.score for it in items)
+            scaled = rank_scores([it.score for it in items], top_k)
             same = page_rows([it.doc_path for it in items], top_k)
-            for it, k in zip(items, same, strict=True):
+            for it, k, sc in zip(items, same, scaled, strict=True):
                 if it.record_id in seen:
                     continue
                 seen.add(it.record_id)
                 label = int(is_relevant(c, it))
-                out.append(Candidate(c.id, "dev-tune", c.code, it.record_id, it.rank,
-                                     (it.score - lo) / (hi - lo) if hi > lo else 1.0, label, k))
+                out.append(Candidate(c.id, "dev-tune", c.code, it.record_id, it.rank, sc, label, k))
     return out
 
 
@@ -195,14 +194,14 @@ def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8) -> list[C
     for q, qv in zip(queries, qvecs, strict=True):
         b, e, _ = masked_legs(q.text, engine.store, engine.bm25, vec, qv, s.d_bm25_k, s.d_dense_k, set(q.positives))
         items = Fusion(s.fusion, s.alpha, s.rrf_k).run(Union().run(b, e)).items[:top_k]
-        lo, hi = min(it.score for it in items), max(it.score for it in items)
+        scaled = rank_scores([it.score for it in items], top_k)
         same = page_rows([it.candidate.ref.doc_path for it in items], top_k)
-        for it, k in zip(items, same, strict=True):
+        for it, k, sc in zip(items, same, scaled, strict=True):
             if it.candidate.ref.kind == "label_prototype":  # no page, and no hand label for a docs crop
                 continue
             page = it.candidate.ref.doc_path or ""
-            out.append(Candidate(q.page, "docs", q.text, it.candidate.record_id, it.rank,
-                                 (it.score - lo) / (hi - lo) if hi > lo else 1.0, int(page in q.relevant_pages), k))
+            out.append(Candidate(q.page, "docs", q.text, it.candidate.record_id, it.rank, sc,
+                                 int(page in q.relevant_pages), k))
     return out
 
 

@@ -1,0 +1,55 @@
+"""After D's fusion and F's reranker: docs sections about the other dimension move below the rest.
+
+A 2D chunk's ranking often holds 3D tutorial sections that share its calls
+(`Input.is_action_pressed`, `move_and_slide`), and back. The validator already vetoes
+them (pipeline/stages/calibrated.py, ``other_dimension``); here they also stop taking
+the slots of the top 8 and of the page ranking. The rule is the same: a docs section
+(tutorial or class page) whose dimension disagrees with the code's, by
+``features.dimension_agreement``; labels and API mappings keep their place. Order is
+otherwise kept. Chosen on the dev set's tune half (page nDCG@10: F 0.774 → 0.792,
+D 0.718 → 0.735); bench/NOTES.md has the test half.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.features import ChunkFacts, dimension_agreement
+from pipeline.kb.store import KBStore
+from pipeline.records import DocsChunk
+from pipeline.stages.results import RankedItem
+
+
+@dataclass(frozen=True)
+class Ordered:
+    items: list[RankedItem]  # the same items, re-ranked 1..n
+    moved: list[str]  # record ids moved below the rest, in their old order
+
+    @property
+    def message(self) -> str:
+        if not self.moved:
+            return ""
+        n = len(self.moved)
+        return (f"{n} docs section{'s' if n > 1 else ''} about the other dimension (2D vs 3D) moved below "
+                "the rest")
+
+
+@dataclass(frozen=True)
+class DimensionOrder:
+    store: KBStore
+
+    def other_dimension(self, facts: ChunkFacts, record_id: str) -> bool:
+        record = self.store.get(record_id)
+        return isinstance(record, DocsChunk) and dimension_agreement(facts, record) < 0
+
+    def run(self, items: Sequence[RankedItem], facts: ChunkFacts) -> Ordered:
+        """``items`` with the other dimension's docs sections last; code of one dimension only."""
+        if facts.is_2d == facts.is_3d:  # neither or both: nothing to disagree with
+            return Ordered(list(items), [])
+        away = [self.other_dimension(facts, it.candidate.record_id) for it in items]
+        kept = [it for it, a in zip(items, away, strict=True) if not a]
+        moved = [it for it, a in zip(items, away, strict=True) if a]
+        ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(kept + moved, start=1)]
+        return Ordered(ranked, [it.candidate.record_id for it in moved])
