@@ -42,7 +42,7 @@ def _latency(engine: Engine, reranker: str, runs: int = 3, top_n: int = 30) -> d
         prior = Prior(s.f_prior_weight, s.alpha, s.rrf_k) if reranker == "learned" else None
         stage = Rerank(engine.store, model, top_n, engine.features, prior)
         t0 = time.perf_counter()
-        result = stage.run(prepared.chunk, prepared.unions["F"], terms=prepared.query.terms)
+        result = stage.run(prepared.chunk, prepared.unions["F"], facts=engine.facts(prepared))
         samples.append((time.perf_counter() - t0) * 1000)
     return {"median_ms": statistics.median(samples), "scored": float(result.scored), "runs": float(runs)}
 

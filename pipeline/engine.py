@@ -23,7 +23,7 @@ from pathlib import Path
 from pipeline.bm25_index import BM25Index
 from pipeline.chunk import prepare_chunk
 from pipeline.evidence import fact_term
-from pipeline.features import FeatureBuilder
+from pipeline.features import ChunkFacts, FeatureBuilder
 from pipeline.kb import index as kb_index
 from pipeline.kb.store import KBStore, ensure_builtin, open_kb
 from pipeline.models import trained
@@ -80,6 +80,7 @@ class Prepared:
     query: QueryResult
     trace: Trace
     unions: dict[AltName, UnionResult] = field(default_factory=dict)  # F's reranker reads its union
+    facts: ChunkFacts | None = None  # what the features need from the chunk: Engine.facts computes it once
 
     @property
     def needs_models(self) -> bool:
@@ -298,7 +299,7 @@ class Engine:
             if stop():
                 raise Cancelled
             stage.reranker = self.reranker(s)
-            result = stage.run(prepared.chunk, union, tick, prepared.query.terms)
+            result = stage.run(prepared.chunk, union, tick, self.facts(prepared))
             ordered = self._by_dimension(prepared, result.items)
             result = dataclasses.replace(result, items=ordered.items)
         except ModelError as exc:  # the reranker is missing: keep F usable on the union order and say so
@@ -313,8 +314,13 @@ class Engine:
         """The other dimension's docs sections below the rest (pipeline/stages/dimension.py), if turned on."""
         if not prepared.settings.dimension_order:
             return Ordered(list(items), [])
-        facts = self.features.chunk_facts(prepared.chunk.text, prepared.query.terms)
-        return DimensionOrder(self.store).run(items, facts)
+        return DimensionOrder(self.features).run(items, self.facts(prepared))
+
+    def facts(self, prepared: Prepared) -> ChunkFacts:
+        """The chunk's facts (pipeline/features.py), computed once: dimension order, ranker and validator read them."""
+        if prepared.facts is None:
+            prepared.facts = self.features.chunk_facts(prepared.chunk.text, prepared.query.terms)
+        return prepared.facts
 
     @staticmethod
     def _note_moved(stage: FusionTrace | RerankTrace, ordered: Ordered) -> None:
@@ -357,7 +363,7 @@ class Engine:
         if policy == "calibrated":
             try:
                 model = self.hub.accept_model(self.store.content_hash)
-                accept = Calibrated(model, self.features.chunk_facts(prepared.chunk.text, prepared.query.terms))
+                accept = Calibrated(model, self.facts(prepared))
             except ModelError as exc:  # the rules still decide; the panel says why
                 policy = "qwen_and_evidence"
                 why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "

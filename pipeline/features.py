@@ -94,10 +94,22 @@ def _code_of(record: AnyRecord) -> list[str]:
 
 def dimension_agreement(chunk: ChunkFacts, record: AnyRecord) -> float:
     """+1 same dimension, −1 the other one, 0 unknown or mixed."""
-    r2, r3 = _record_dimension(record)
+    return _agreement(chunk, *_record_dimension(record))
+
+
+def _agreement(chunk: ChunkFacts, r2: bool, r3: bool) -> float:
     if chunk.is_2d == chunk.is_3d or r2 == r3:
         return 0.0
     return 1.0 if (chunk.is_2d and r2) or (chunk.is_3d and r3) else -1.0
+
+
+def other_dimension(record: AnyRecord, agreement: float) -> bool:
+    """A docs section (tutorial or class page) about the other dimension than the code's.
+
+    The validator vetoes it and the rankers put it last (pipeline/stages/dimension.py). Labels and API
+    mappings are not pages of one dimension (a label's prototype may happen to be 3D), so they never are.
+    """
+    return isinstance(record, DocsChunk) and agreement < 0
 
 
 def _text_length(record: AnyRecord) -> int:
@@ -125,6 +137,14 @@ class FeatureBuilder:
         old = {r.source_api for r in store.records if isinstance(r, ApiMapping) and r.source.startswith("migrating/")
                and r.source_api.isidentifier() and r.source_api[:1].isupper()}
         self.legacy_classes = old - set(self.class_page)
+        self._dims: dict[str, tuple[bool, bool]] = {}  # record id -> (2D, 3D): fixed per record, read per run
+
+    def agreement(self, facts: ChunkFacts, record: AnyRecord) -> float:
+        """``dimension_agreement``, with the record's side computed once per KB."""
+        dims = self._dims.get(record.id)
+        if dims is None:
+            dims = self._dims[record.id] = _record_dimension(record)
+        return _agreement(facts, *dims)
 
     def idf(self, term: str) -> float:
         j = self.bm25.term_ids.get(term)
@@ -177,7 +197,7 @@ class FeatureBuilder:
             "dimension_conflict": float(bool(ev.conflicts)),
             "class_used": float(cls in facts.classes) if cls else 0.0,
             "page_class_used": float(page_cls in facts.classes) if page_cls else 0.0,
-            "classes_used": float(len(facts.classes)), "dimension_agrees": dimension_agreement(facts, record),
+            "classes_used": float(len(facts.classes)), "dimension_agrees": self.agreement(facts, record),
             "code_blocks": float(len(record.code_blocks)) if isinstance(record, DocsChunk) else 0.0,
             "migration": float("migrating" in (record.doc_path or "") or source.startswith("migrating")),
             "log_length": math.log1p(_text_length(record)),

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from pipeline.accept import AcceptModel, free_features, page_rows, rank_scores
 from pipeline.evidence import Evidence, collect
-from pipeline.features import ChunkFacts
-from pipeline.records import AnyRecord, DocsChunk
+from pipeline.features import ChunkFacts, other_dimension
+from pipeline.records import AnyRecord
 from pipeline.stages.results import Check, ValidateResult
 from pipeline.trace import ChunkInfo, Contribution, FinalItem
 
@@ -33,14 +33,13 @@ if TYPE_CHECKING:
 SHOWN = 8  # contributions kept per row, largest first
 
 
-def other_dimension(record: AnyRecord, x: dict[str, float]) -> str | None:
+def dimension_veto(record: AnyRecord, x: dict[str, float]) -> str | None:
     """Why a docs section of the other dimension (a 3D page for 2D code, or back) is rejected whatever its p.
 
     The rule policies veto a 2D/3D conflict the evidence names; p only weighs the page's dimension, and a 3D
-    tutorial that shares a spawner's calls can outweigh it. Labels and API mappings are not pages of one
-    dimension (a label's prototype may happen to be 3D), so they keep their p.
+    tutorial that shares a spawner's calls can outweigh it (the rule: ``features.other_dimension``).
     """
-    if isinstance(record, DocsChunk) and x.get("dimension_agrees", 0.0) < 0:
+    if other_dimension(record, x.get("dimension_agrees", 0.0)):
         return "p reaches the threshold, but the page is about the other dimension (2D vs 3D)"
     return None
 
@@ -97,7 +96,7 @@ class Calibrated:
                 why = "; ".join(filter(None, [why, within.notes[n]]))
                 final_p0 = stage.validator is None or not self.model.uses_llm  # else: below the band, rejected
                 accepted = final_p0 and p0 >= self.model.threshold and bool(ev.items)
-                veto = other_dimension(record, x0)
+                veto = dimension_veto(record, x0)
                 if accepted and veto:
                     accepted, why = False, f"{why}; {veto}"
                 checks[n] = Check(item, ev, True, "not_run", accepted, p=p0, p_threshold=self.model.threshold,
@@ -167,7 +166,7 @@ class Calibrated:
         x = {**p.free, "margin": j.margin, "pmi_margin": j.margin - p.empty}
         prob, parts = self.model.full.p(x)
         accepted = prob >= self.model.threshold and bool(p.ev.items)
-        veto = other_dimension(p.record, p.free) if accepted else None
+        veto = dimension_veto(p.record, p.free) if accepted else None
         accepted = accepted and not veto
         if accepted and not j.evidence and stage.validator is not None:  # Qwen's list, for every accept
             j.evidence = stage.validator.evidence_for(chunk.text, p.record, p.ev, timeout_s=stage.timeout_s)

@@ -2,10 +2,10 @@
 
 A 2D chunk's ranking often holds 3D tutorial sections that share its calls
 (`Input.is_action_pressed`, `move_and_slide`), and back. The validator already vetoes
-them (pipeline/stages/calibrated.py, ``other_dimension``); here they also stop taking
-the slots of the top 8 and of the page ranking. The rule is the same: a docs section
-(tutorial or class page) whose dimension disagrees with the code's, by
-``features.dimension_agreement``; labels and API mappings keep their place. Order is
+them (pipeline/stages/calibrated.py); here they also stop taking the slots of the top 8
+and of the page ranking. Both read one rule, ``features.other_dimension``: a docs section
+(tutorial or class page) whose dimension disagrees with the code's; labels and API
+mappings keep their place. Order is
 otherwise kept. Chosen on the dev set's tune half (page nDCG@10: F 0.774 → 0.792,
 D 0.718 → 0.735); bench/NOTES.md has the test half.
 """
@@ -16,9 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.features import ChunkFacts, dimension_agreement
-from pipeline.kb.store import KBStore
-from pipeline.records import DocsChunk
+from pipeline.features import ChunkFacts, FeatureBuilder, other_dimension
 from pipeline.stages.results import RankedItem
 
 
@@ -38,17 +36,17 @@ class Ordered:
 
 @dataclass(frozen=True)
 class DimensionOrder:
-    store: KBStore
+    features: FeatureBuilder
 
-    def other_dimension(self, facts: ChunkFacts, record_id: str) -> bool:
-        record = self.store.get(record_id)
-        return isinstance(record, DocsChunk) and dimension_agreement(facts, record) < 0
+    def _away(self, facts: ChunkFacts, record_id: str) -> bool:
+        record = self.features.store.get(record_id)
+        return other_dimension(record, self.features.agreement(facts, record))
 
     def run(self, items: Sequence[RankedItem], facts: ChunkFacts) -> Ordered:
         """``items`` with the other dimension's docs sections last; code of one dimension only."""
         if facts.is_2d == facts.is_3d:  # neither or both: nothing to disagree with
             return Ordered(list(items), [])
-        away = [self.other_dimension(facts, it.candidate.record_id) for it in items]
+        away = [self._away(facts, it.candidate.record_id) for it in items]
         kept = [it for it, a in zip(items, away, strict=True) if not a]
         moved = [it for it, a in zip(items, away, strict=True) if a]
         ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(kept + moved, start=1)]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.features import NAMES, FeatureBuilder
+from pipeline.features import NAMES, ChunkFacts, FeatureBuilder
 from pipeline.kb.store import KBStore
 from pipeline.kb.views import embed_text
 from pipeline.models.base import ProgressFn, Reranker
@@ -64,12 +64,15 @@ class Rerank:
         self.prior = prior
 
     def run(self, chunk: ChunkInfo, union: UnionResult, progress: ProgressFn | None = None,
-            terms: Sequence[str] = ()) -> RerankResult:
-        """Score the top N; ``progress`` may raise ``Cancelled`` between documents."""
+            facts: ChunkFacts | None = None) -> RerankResult:
+        """Score the top N; ``progress`` may raise ``Cancelled`` between documents.
+
+        ``facts``: the chunk's facts for the learned ranker (Engine.facts); from the text alone when not given.
+        """
         if self.reranker is None:
             return self.union_order(union)
         if isinstance(self.reranker, LearnedRanker):
-            return self._learned(self.reranker, chunk, union, terms)
+            return self._learned(self.reranker, chunk, union, facts)
         t0 = time.perf_counter()
         head, tail = union.candidates[: self.top_n], union.candidates[self.top_n :]
         docs = [embed_text(self.store.get(c.record_id)) for c in head]
@@ -82,13 +85,13 @@ class Rerank:
         return RerankResult(items, (time.perf_counter() - t0) * 1000, self.reranker.name, self.top_n, len(head))
 
     def _learned(self, ranker: LearnedRanker, chunk: ChunkInfo, union: UnionResult,
-                 terms: Sequence[str]) -> RerankResult:
+                 facts: ChunkFacts | None) -> RerankResult:
         """Every candidate scored from its features; the rows keep each feature's contribution."""
         t0 = time.perf_counter()
         if self.features is None:
             raise ValueError("the learned ranker reads features: pass features=FeatureBuilder(store, bm25)")
         cands = union.candidates
-        x = self.features.matrix(chunk.text, self.features.chunk_facts(chunk.text, terms), cands)
+        x = self.features.matrix(chunk.text, facts or self.features.chunk_facts(chunk.text, ()), cands)
         raw, contrib = ranker.score(x)
         prior = self.prior.weight * _z(self.prior.scores(cands)) if self.prior else np.zeros(len(cands))
         scores = (_z(raw) if self.prior else raw) + prior

@@ -66,7 +66,7 @@ def evaluate_heldout(engine: Engine, settings: Settings | None = None, limit: in
                 for label, prior in (("F + learned ranker alone", None),
                                      ("F + learned ranker + RRF prior", Prior(s.f_prior_weight, s.alpha, s.rrf_k))):
                     ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features, prior).run(
-                        chunk, union, terms=terms)
+                        chunk, union, facts=engine.features.chunk_facts(q.text, terms))
                     runs.setdefault(label, {})[q.qid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
     overall, _ = _ranx({q.qid: q.relevant_pages for q in queries}, runs)
     out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
@@ -122,7 +122,7 @@ def evaluate_long(engine: Engine, settings: Settings | None = None) -> dict[str,
             runs.setdefault(f"D, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in fused.items])
             ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features,
                             Prior(s.f_prior_weight, s.alpha, s.rrf_k)).run(
-                chunk, union, terms=[t for leg in legs for t in leg[2]])
+                chunk, union, facts=engine.features.chunk_facts(chunk.text, [t for leg in legs for t in leg[2]]))
             runs.setdefault(f"F, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
     overall, _ = _ranx({fid: rel for fid, _, _, rel in files}, runs)
     out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
