@@ -38,6 +38,7 @@ from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.dimension import DimensionOrder, Ordered
 from pipeline.stages.fusion import Fusion
+from pipeline.stages.legacy import LegacyFirst, Raised
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.rerank import Prior, Rerank
@@ -217,10 +218,10 @@ class Engine:
         if name == "D":
             fusion = Fusion(s.fusion, s.alpha, s.rrf_k)
             fused = fusion.run(u)
-            ordered = self._by_dimension(prepared, fused.items)
-            fused = dataclasses.replace(fused, items=ordered.items)
+            ordered, raised = self._reorder(prepared, fused.items)
+            fused = dataclasses.replace(fused, items=raised.items)
             alt.fusion, ranked = fusion.trace(fused), fused.items
-            self._note_moved(alt.fusion, ordered)
+            self._note_moved(alt.fusion, ordered, raised)
         else:
             rerank = Rerank(self.store, None, s.rerank_top_n)
             kept = (rerank.union_order(u, "pending", "the reranker runs next; the union order is shown meanwhile")
@@ -294,27 +295,30 @@ class Engine:
             if stop():
                 raise Cancelled
 
-        ordered = Ordered([], [])
+        ordered, raised = Ordered([], []), Raised([], [])
         try:
             if stop():
                 raise Cancelled
             stage.reranker = self.reranker(s)
             result = stage.run(prepared.chunk, union, tick, self.facts(prepared))
-            ordered = self._by_dimension(prepared, result.items)
-            result = dataclasses.replace(result, items=ordered.items)
+            ordered, raised = self._reorder(prepared, result.items)
+            result = dataclasses.replace(result, items=raised.items)
         except ModelError as exc:  # the reranker is missing: keep F usable on the union order and say so
             result = stage.union_order(union, "error", f"reranker unavailable, union order kept: {exc}")
         except Cancelled:
             result = stage.union_order(union, "not_run", "cancelled: the union order is kept")
         alt.rerank = stage.trace(result)
-        self._note_moved(alt.rerank, ordered)
+        self._note_moved(alt.rerank, ordered, raised)
         alt.final = final_items(result.items, s.final_k, self._fitting_label(prepared))
 
-    def _by_dimension(self, prepared: Prepared, items: Sequence[RankedItem]) -> Ordered:
-        """The other dimension's docs sections below the rest (pipeline/stages/dimension.py), if turned on."""
-        if not prepared.settings.dimension_order:
-            return Ordered(list(items), [])
-        return DimensionOrder(self.features).run(items, self.facts(prepared))
+    def _reorder(self, prepared: Prepared, items: Sequence[RankedItem]) -> tuple[Ordered, Raised]:
+        """After fusion or the reranker, each if turned on: the other dimension's docs sections below the rest
+        (pipeline/stages/dimension.py), then, for Godot 3 code, the renames it uses first (stages/legacy.py)."""
+        s, facts = prepared.settings, self.facts(prepared)
+        ordered = DimensionOrder(self.features).run(items, facts) if s.dimension_order else Ordered(list(items), [])
+        raised = (LegacyFirst(self.store).run(ordered.items, facts, prepared.chunk.text) if s.legacy_first
+                  else Raised(ordered.items, []))
+        return ordered, raised
 
     def facts(self, prepared: Prepared) -> ChunkFacts:
         """The chunk's facts (pipeline/features.py), computed once: dimension order, ranker and validator read them."""
@@ -323,9 +327,9 @@ class Engine:
         return prepared.facts
 
     @staticmethod
-    def _note_moved(stage: FusionTrace | RerankTrace, ordered: Ordered) -> None:
-        stage.moved_down = ordered.moved
-        stage.message = "; ".join(filter(None, [stage.message, ordered.message]))
+    def _note_moved(stage: FusionTrace | RerankTrace, ordered: Ordered, raised: Raised) -> None:
+        stage.moved_down, stage.moved_up = ordered.moved, raised.raised
+        stage.message = "; ".join(filter(None, [stage.message, ordered.message, raised.message]))
 
     def _fitting_label(self, prepared: Prepared) -> Callable[[RecordRef], bool]:
         """Labels the validator's scope takes wherever they rank (pipeline/stages/scope.py)."""

@@ -226,7 +226,7 @@ def collect(code: str, record: AnyRecord, max_items: int = 8,
     return Evidence(items, only_code, only_rec, _conflicts(code, fields), round(coverage, 4))
 
 
-def _pattern_use(code: str, record: AnyRecord) -> str | None:
+def pattern_use(code: str, record: AnyRecord) -> str | None:
     """The use of an API mapping's ``source_pattern`` in the code (comments left out), if any."""
     if not (isinstance(record, ApiMapping) and record.source_pattern):
         return None
@@ -250,7 +250,7 @@ def _shared(code: str, facts: list[str], record: AnyRecord, fields: list[tuple[s
     """(evidence items, facts the record holds): the source pattern's use first, then facts in their order."""
     items: list[EvidenceItem] = []
     matched: set[str] = set()
-    use = _pattern_use(code, record)
+    use = pattern_use(code, record)
     if use:
         items.append(EvidenceItem(len(items) + 1, use, "source_pattern"))
     for fact in facts:

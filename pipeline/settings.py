@@ -80,6 +80,9 @@ class Settings(BaseModel):
     # After fusion and the reranker, docs sections about the other dimension (3D pages for 2D code, or back)
     # move below the rest (pipeline/stages/dimension.py; chosen on the tune half).
     dimension_order: bool = True
+    # Then, for Godot 3 code, the Godot 3 → 4 rename mappings it uses go first (pipeline/stages/legacy.py;
+    # the learned ranker never saw Godot 3 code; measured on the tune half).
+    legacy_first: bool = True
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

@@ -1,0 +1,55 @@
+"""After D's fusion and F's reranker: for Godot 3 code, the 3 → 4 renames it uses go first.
+
+F's learned ranker was trained on the docs' own code, which is Godot 4: it never saw a
+`KinematicBody2D`, a `yield(` or an `.instance()`, and it ranks the migration page low
+for the code that needs it most. When the code is Godot 3 (``ChunkFacts.legacy``), the
+rename mappings of ``upgrading_to_godot_4.rst`` whose pattern the code matches move to
+the top, in their order; everything else keeps its order below them. Only mappings that
+are already in the ranking move: no record is added. Measured on the dev set's tune
+half (bench/NOTES.md, "Godot 3 renames first").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.evidence import pattern_use
+from pipeline.features import ChunkFacts
+from pipeline.kb.migrating import SOURCE
+from pipeline.kb.store import KBStore
+from pipeline.records import ApiMapping
+from pipeline.stages.results import RankedItem
+
+
+@dataclass(frozen=True)
+class Raised:
+    items: list[RankedItem]  # the same items, re-ranked 1..n
+    raised: list[str]  # record ids moved to the top, in their old order
+
+    @property
+    def message(self) -> str:
+        if not self.raised:
+            return ""
+        n = len(self.raised)
+        return f"Godot 3 code: {n} Godot 3 → 4 rename mapping{'s' if n > 1 else ''} it uses moved to the top"
+
+
+@dataclass(frozen=True)
+class LegacyFirst:
+    store: KBStore
+
+    def _uses(self, code: str, record_id: str) -> bool:
+        record = self.store.get(record_id)
+        return isinstance(record, ApiMapping) and record.source == SOURCE and pattern_use(code, record) is not None
+
+    def run(self, items: Sequence[RankedItem], facts: ChunkFacts, code: str) -> Raised:
+        """``items`` with the renames ``code`` uses first; unchanged unless the code is Godot 3."""
+        if not facts.legacy:
+            return Raised(list(items), [])
+        up = [self._uses(code, it.candidate.record_id) for it in items]
+        first = [it for it, u in zip(items, up, strict=True) if u]
+        rest = [it for it, u in zip(items, up, strict=True) if not u]
+        ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(first + rest, start=1)]
+        return Raised(ranked, [it.candidate.record_id for it in first])
