@@ -36,13 +36,13 @@ from pipeline.stages import scope
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.dense import DenseRetriever, trace_embedding
-from pipeline.stages.dimension import DimensionOrder, Ordered
+from pipeline.stages.dimension import DimensionOrder
 from pipeline.stages.fusion import Fusion
-from pipeline.stages.legacy import LegacyFirst, Raised
+from pipeline.stages.legacy import LegacyFirst
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.rerank import Prior, Rerank
-from pipeline.stages.results import EmbeddingResult, QueryResult, RankedItem, UnionResult
+from pipeline.stages.results import EmbeddingResult, Ordered, QueryResult, RankedItem, UnionResult
 from pipeline.stages.union import Union
 from pipeline.stages.validate import Validate, VerdictCache
 from pipeline.trace import (
@@ -295,7 +295,7 @@ class Engine:
             if stop():
                 raise Cancelled
 
-        ordered, raised = Ordered([], []), Raised([], [])
+        ordered = raised = Ordered([], [])
         try:
             if stop():
                 raise Cancelled
@@ -311,13 +311,13 @@ class Engine:
         self._note_moved(alt.rerank, ordered, raised)
         alt.final = final_items(result.items, s.final_k, self._fitting_label(prepared))
 
-    def _reorder(self, prepared: Prepared, items: Sequence[RankedItem]) -> tuple[Ordered, Raised]:
+    def _reorder(self, prepared: Prepared, items: Sequence[RankedItem]) -> tuple[Ordered, Ordered]:
         """After fusion or the reranker, each if turned on: the other dimension's docs sections below the rest
         (pipeline/stages/dimension.py), then, for Godot 3 code, the renames it uses first (stages/legacy.py)."""
         s, facts = prepared.settings, self.facts(prepared)
         ordered = DimensionOrder(self.features).run(items, facts) if s.dimension_order else Ordered(list(items), [])
         raised = (LegacyFirst(self.store).run(ordered.items, facts, prepared.chunk.text) if s.legacy_first
-                  else Raised(ordered.items, []))
+                  else Ordered(ordered.items, []))
         return ordered, raised
 
     def facts(self, prepared: Prepared) -> ChunkFacts:
@@ -327,8 +327,8 @@ class Engine:
         return prepared.facts
 
     @staticmethod
-    def _note_moved(stage: FusionTrace | RerankTrace, ordered: Ordered, raised: Raised) -> None:
-        stage.moved_down, stage.moved_up = ordered.moved, raised.raised
+    def _note_moved(stage: FusionTrace | RerankTrace, ordered: Ordered, raised: Ordered) -> None:
+        stage.moved_down, stage.moved_up = ordered.moved, raised.moved
         stage.message = "; ".join(filter(None, [stage.message, ordered.message, raised.message]))
 
     def _fitting_label(self, prepared: Prepared) -> Callable[[RecordRef], bool]:

@@ -17,7 +17,7 @@ def test_godot3_code_puts_the_renames_it_uses_first(engine: Engine) -> None:
     off = engine.run(chunk.code, Settings(run_validator=False, alternatives=("F",), legacy_first=False))
     stage = on.alternatives["F"].ranking
     assert stage.moved_up and all(r.startswith("rename:") for r in stage.moved_up)
-    assert "Godot 3 code" in stage.message
+    assert "the Godot 3 code uses moved to the top" in stage.message
     assert [r.record_id for r in stage.rows[: len(stage.moved_up)]] == stage.moved_up
     assert system_rankings(on)["F"][0] == MIGRATION_DOC
     assert system_rankings(off)["F"].index(MIGRATION_DOC) >= 10

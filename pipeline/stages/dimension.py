@@ -12,26 +12,11 @@ D 0.718 → 0.735); bench/NOTES.md has the test half.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.features import ChunkFacts, FeatureBuilder, other_dimension
-from pipeline.stages.results import RankedItem
-
-
-@dataclass(frozen=True)
-class Ordered:
-    items: list[RankedItem]  # the same items, re-ranked 1..n
-    moved: list[str]  # record ids moved below the rest, in their old order
-
-    @property
-    def message(self) -> str:
-        if not self.moved:
-            return ""
-        n = len(self.moved)
-        return (f"{n} docs section{'s' if n > 1 else ''} about the other dimension (2D vs 3D) moved below "
-                "the rest")
+from pipeline.stages.results import Ordered, RankedItem
 
 
 @dataclass(frozen=True)
@@ -47,7 +32,6 @@ class DimensionOrder:
         if facts.is_2d == facts.is_3d:  # neither or both: nothing to disagree with
             return Ordered(list(items), [])
         away = [self._away(facts, it.candidate.record_id) for it in items]
-        kept = [it for it, a in zip(items, away, strict=True) if not a]
-        moved = [it for it, a in zip(items, away, strict=True) if a]
-        ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(kept + moved, start=1)]
-        return Ordered(ranked, [it.candidate.record_id for it in moved])
+        n = sum(away)
+        return Ordered.moving(items, away, to_top=False,
+                              what=f"docs section{'s' if n > 1 else ''} about the other dimension (2D vs 3D)")

@@ -11,7 +11,6 @@ half (bench/NOTES.md, "Godot 3 renames first").
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,20 +19,7 @@ from pipeline.features import ChunkFacts
 from pipeline.kb.migrating import SOURCE
 from pipeline.kb.store import KBStore
 from pipeline.records import ApiMapping
-from pipeline.stages.results import RankedItem
-
-
-@dataclass(frozen=True)
-class Raised:
-    items: list[RankedItem]  # the same items, re-ranked 1..n
-    raised: list[str]  # record ids moved to the top, in their old order
-
-    @property
-    def message(self) -> str:
-        if not self.raised:
-            return ""
-        n = len(self.raised)
-        return f"Godot 3 code: {n} Godot 3 → 4 rename mapping{'s' if n > 1 else ''} it uses moved to the top"
+from pipeline.stages.results import Ordered, RankedItem
 
 
 @dataclass(frozen=True)
@@ -44,12 +30,11 @@ class LegacyFirst:
         record = self.store.get(record_id)
         return isinstance(record, ApiMapping) and record.source == SOURCE and pattern_use(code, record) is not None
 
-    def run(self, items: Sequence[RankedItem], facts: ChunkFacts, code: str) -> Raised:
+    def run(self, items: Sequence[RankedItem], facts: ChunkFacts, code: str) -> Ordered:
         """``items`` with the renames ``code`` uses first; unchanged unless the code is Godot 3."""
         if not facts.legacy:
-            return Raised(list(items), [])
+            return Ordered(list(items), [])
         up = [self._uses(code, it.candidate.record_id) for it in items]
-        first = [it for it, u in zip(items, up, strict=True) if u]
-        rest = [it for it, u in zip(items, up, strict=True) if not u]
-        ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(first + rest, start=1)]
-        return Raised(ranked, [it.candidate.record_id for it in first])
+        n = sum(up)
+        return Ordered.moving(items, up, to_top=True,
+                              what=f"Godot 3 → 4 rename mapping{'s' if n > 1 else ''} the Godot 3 code uses")

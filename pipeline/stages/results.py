@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pipeline.evidence import Evidence
@@ -88,6 +90,26 @@ class RankedItem:
     def before(self) -> int:
         return self.candidate.union_rank
 
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """A ranking that a rule re-ordered after fusion or the reranker (stages/dimension.py, stages/legacy.py)."""
+
+    items: list[RankedItem]  # the same items, re-ranked 1..n
+    moved: list[str]  # record ids the rule moved, in their old order
+    message: str = ""  # what moved, for the panel ("" when nothing did)
+
+    @classmethod
+    def moving(cls, items: Sequence[RankedItem], flags: Sequence[bool], *, to_top: bool, what: str) -> Ordered:
+        """``items`` with the flagged ones moved to the top (or the bottom), order otherwise kept."""
+        moved = [it for it, f in zip(items, flags, strict=True) if f]
+        kept = [it for it, f in zip(items, flags, strict=True) if not f]
+        ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(moved + kept if to_top else kept + moved,
+                                                                         start=1)]
+        where = "to the top" if to_top else "below the rest"
+        return cls(ranked, [it.candidate.record_id for it in moved],
+                   f"{len(moved)} {what} moved {where}" if moved else "")
 
 @dataclass(frozen=True)
 class FusedItem(RankedItem):
