@@ -32,6 +32,5 @@ class DimensionOrder:
         if facts.is_2d == facts.is_3d:  # neither or both: nothing to disagree with
             return Ordered(list(items), [])
         away = [self._away(facts, it.candidate.record_id) for it in items]
-        n = sum(away)
-        return Ordered.moving(items, away, to_top=False,
-                              what=f"docs section{'s' if n > 1 else ''} about the other dimension (2D vs 3D)")
+        return Ordered.moving(items, away, to_top=False, what=("docs section about the other dimension (2D vs 3D)",
+                                                              "docs sections about the other dimension (2D vs 3D)"))

@@ -35,6 +35,5 @@ class LegacyFirst:
         if not facts.legacy:
             return Ordered(list(items), [])
         up = [self._uses(code, it.candidate.record_id) for it in items]
-        n = sum(up)
-        return Ordered.moving(items, up, to_top=True,
-                              what=f"Godot 3 → 4 rename mapping{'s' if n > 1 else ''} the Godot 3 code uses")
+        return Ordered.moving(items, up, to_top=True, what=("Godot 3 → 4 rename mapping the Godot 3 code uses",
+                                                           "Godot 3 → 4 rename mappings the Godot 3 code uses"))

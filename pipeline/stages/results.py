@@ -101,15 +101,18 @@ class Ordered:
     message: str = ""  # what moved, for the panel ("" when nothing did)
 
     @classmethod
-    def moving(cls, items: Sequence[RankedItem], flags: Sequence[bool], *, to_top: bool, what: str) -> Ordered:
-        """``items`` with the flagged ones moved to the top (or the bottom), order otherwise kept."""
+    def moving(cls, items: Sequence[RankedItem], flags: Sequence[bool], *, to_top: bool,
+               what: tuple[str, str]) -> Ordered:
+        """``items`` with the flagged ones moved to the top (or the bottom), order otherwise kept.
+
+        ``what``: the moved records, in the singular and the plural, for the message."""
         moved = [it for it, f in zip(items, flags, strict=True) if f]
         kept = [it for it, f in zip(items, flags, strict=True) if not f]
         ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(moved + kept if to_top else kept + moved,
                                                                          start=1)]
         where = "to the top" if to_top else "below the rest"
         return cls(ranked, [it.candidate.record_id for it in moved],
-                   f"{len(moved)} {what} moved {where}" if moved else "")
+                   f"{len(moved)} {what[len(moved) > 1]} moved {where}" if moved else "")
 
 @dataclass(frozen=True)
 class FusedItem(RankedItem):
