@@ -41,6 +41,7 @@ from pipeline.stages.fusion import Fusion
 from pipeline.stages.legacy import LegacyFirst
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
+from pipeline.stages.renames import Renames
 from pipeline.stages.rerank import Prior, Rerank
 from pipeline.stages.results import EmbeddingResult, Ordered, QueryResult, RankedItem, UnionResult
 from pipeline.stages.union import Union
@@ -212,7 +213,8 @@ class Engine:
         alt.bm25 = bm.trace(b)
         alt.embedding = trace_embedding(e)
         union = Union()
-        u = prepared.unions[name] = union.run(b, e)
+        rules = Renames(self.store).run(chunk.text, self.facts(prepared)) if s.renames else None
+        u = prepared.unions[name] = union.run(b, e, rules)
         alt.union = union.trace(u)
         ranked: Sequence[RankedItem]
         if name == "D":

@@ -160,7 +160,8 @@ def part_union(a: AlternativeTrace, c: _Charts) -> Markup:
         return stage_note(s)
     n = s.provenance_counts
     out = stage_note(s) + metrics([("candidates", s.count), ("BM25 only", n.get("bm25", 0)),
-                                   ("embedding only", n.get("embedding", 0)), ("both legs", n.get("both", 0))])
+                                   ("embedding only", n.get("embedding", 0)), ("both legs", n.get("both", 0))]
+                                  + ([("Godot 3 rename rule", n["rule"])] if n.get("rule") else []))
     out += table(views.union_frame(s))
     if s.merged:
         out += para(f"{len(s.merged)} duplicate(s) merged:") + table(views.merged_frame(s))

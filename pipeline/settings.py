@@ -83,6 +83,9 @@ class Settings(BaseModel):
     # Then, for Godot 3 code, the Godot 3 → 4 rename mappings it uses go first (pipeline/stages/legacy.py;
     # the learned ranker never saw Godot 3 code; measured on the tune half).
     legacy_first: bool = True
+    # For Godot 3 code, the rename mappings whose pattern it uses join the union as provenance "rule" (neither
+    # leg finds them reliably; pipeline/stages/renames.py; measured on the tune half).
+    renames: bool = True
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

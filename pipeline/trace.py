@@ -21,7 +21,7 @@ from pipeline.settings import AltName, Settings
 Verdict = Literal["yes", "no", "not_run", "error", "timeout", "unparsable", "cancelled"]
 # "pending": a model stage the fast phase scheduled and the model phase has not run yet.
 Status = Literal["ok", "skipped", "error", "not_run", "pending"]
-Provenance = Literal["bm25", "embedding", "both"]
+Provenance = Literal["bm25", "embedding", "both", "rule"]  # rule: a Godot 3 rename, found by neither leg
 StageName = Literal["query", "bm25", "embedding", "union", "fusion", "rerank", "validate"]
 PIPELINE_ORDER: tuple[StageName, ...] = ("bm25", "embedding", "union", "fusion", "rerank", "validate")
 
@@ -91,6 +91,7 @@ class UnionRow(RecordRef):
     embedding_rank: int | None = None
     similarity: float | None = None
     members: list[str] = Field(default_factory=list)  # every record id merged into this candidate
+    rule: str | None = None  # the Godot 3 code a rename rule matched (pipeline/stages/renames.py)
 
 
 class RankedRow(RecordRef):

@@ -7,7 +7,7 @@ import pytest
 from pipeline.kb.store import KBStore
 from pipeline.records import ApiMapping, DocsChunk
 from pipeline.stages.fusion import Fusion
-from pipeline.stages.results import BM25Hit, BM25Result, EmbeddingHit, EmbeddingResult
+from pipeline.stages.results import BM25Hit, BM25Result, EmbeddingHit, EmbeddingResult, RuleHit, RuleResult
 from pipeline.stages.union import Union
 from pipeline.trace import FusionRow, RecordRef
 
@@ -19,7 +19,8 @@ def _doc(i: str, section: str, path: str = "tutorials/a.rst") -> DocsChunk:
 @pytest.fixture()
 def store() -> KBStore:
     recs = [_doc("d1", "S1"), _doc("d1b", "S1"), _doc("d2", "S2"), _doc("d3", "S3", "tutorials/b.rst"),
-            ApiMapping(id="api:X.y", source_api="X.y", source_pattern=r"X\.y")]
+            ApiMapping(id="api:X.y", source_api="X.y", source_pattern=r"X\.y"),
+            ApiMapping(id="rename:Old", source_api="Old", source_pattern=r"\bOld\b")]
     return KBStore("t", recs, "h")
 
 
@@ -51,9 +52,24 @@ def test_union_merges_same_section_and_keeps_provenance(store: KBStore) -> None:
     assert res.merged == [("d1", "d1b")]
     assert [c.union_rank for c in res.candidates] == [1, 2, 3, 4]
     trace = Union().trace(res)
-    assert trace.provenance_counts == {"bm25": 1, "embedding": 1, "both": 2}
+    assert trace.provenance_counts == {"bm25": 1, "embedding": 1, "both": 2, "rule": 0}
     assert [(m.kept, m.merged) for m in trace.merged] == [("d1", "d1b")]
     assert trace.rows[0].section == "S1" and trace.rows[0].doc_path == "tutorials/a.rst"
+
+
+def test_a_rule_marks_a_leg_hit_and_adds_the_rest_after_the_legs(store: KBStore) -> None:
+    rules = RuleResult([RuleHit(RecordRef.of(store.get("rename:Old")), 1, "Old"),
+                        RuleHit(RecordRef.of(store.get("api:X.y")), 2, "X.y")], 0.1)
+    res = Union().run(*_legs(store), rules)
+    by_key = {c.key: c for c in res.candidates}
+    assert by_key["api:X.y"].provenance == "bm25" and by_key["api:X.y"].rule == "X.y"  # found by BM25 too
+    assert by_key["api:X.y"].members == ["api:X.y"]
+    last = res.candidates[-1]
+    assert (last.key, last.provenance, last.rule, last.bm25_rank, last.embedding_rank) == (
+        "rename:Old", "rule", "Old", None, None)
+    assert last.union_rank == len(res.candidates) == 5
+    assert Union().trace(res).provenance_counts["rule"] == 1
+    assert Fusion("rrf").run(res).items[-1].score == 0.0  # no leg rank: fusion gives it nothing
 
 
 def test_rrf_uses_one_based_ranks(store: KBStore) -> None:

@@ -1,4 +1,4 @@
-"""For Godot 3 code, the Godot 3 → 4 renames it uses go first in F's ranking (real KB, real ranker)."""
+"""For Godot 3 code, the Godot 3 → 4 renames it uses join the union and go first (real KB, real ranker)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,26 @@ def test_godot4_code_keeps_its_order(engine: Engine) -> None:
     for name in ("D", "F"):
         assert not on.alternatives[name].ranking.moved_up
         assert system_rankings(on)[name] == system_rankings(off)[name]
+
+
+def test_godot3_renames_join_d_union_as_a_rule(engine: Engine) -> None:
+    # before the rename rule, neither of D's legs found a rename for dev-26, and D put the migration page
+    # outside its top 10 (D page nDCG@10 0.12 on it)
+    chunk = next(c for c in load_set(split="tune") if c.id == "dev-26-godot3-signals-yield-instance")
+    on = engine.run(chunk.code, Settings(run_validator=False, alternatives=("D",)))
+    off = engine.run(chunk.code, Settings(run_validator=False, alternatives=("D",), renames=False))
+    union = on.alternatives["D"].union
+    rules = [r for r in union.rows if r.rule]
+    assert rules and all(r.record_id.startswith("rename:") for r in rules)
+    assert union.provenance_counts["rule"] == sum(r.provenance == "rule" for r in rules) > 0
+    assert any(r.record_id == "rename:instance" and r.rule == "instance(" for r in rules), rules
+    assert system_rankings(on)["D"][0] == MIGRATION_DOC
+    assert MIGRATION_DOC not in system_rankings(off)["D"][:10]
+    assert not any(r.rule for r in off.alternatives["D"].union.rows)
+
+
+def test_godot4_code_gets_no_rename_rule(engine: Engine) -> None:
+    trace = engine.run((FIXTURES / "reference_chunk.gd").read_text(), Settings(run_validator=False))
+    for name in ("D", "F"):
+        union = trace.alternatives[name].union
+        assert union.provenance_counts["rule"] == 0 and not any(r.rule for r in union.rows)

@@ -55,6 +55,21 @@ class EmbeddingResult:
 
 
 @dataclass(frozen=True)
+class RuleHit:
+    """A record a rule found in the code (stages/renames.py): ``use`` is the code it matched."""
+
+    ref: RecordRef
+    rank: int
+    use: str
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    hits: list[RuleHit]
+    ms: float
+
+
+@dataclass(frozen=True)
 class UnionCandidate:
     key: str  # doc_path#section for docs chunks, else the record id
     ref: RecordRef  # the representative record: the best-ranked member
@@ -65,6 +80,7 @@ class UnionCandidate:
     embedding_rank: int | None
     similarity: float | None
     union_rank: int  # order by best leg rank: the "before" of later rank shifts
+    rule: str | None = None  # the code a rename rule matched (stages/renames.py), if one did
 
     @property
     def record_id(self) -> str:

@@ -2,6 +2,9 @@
 
 Records of the same ``doc_path`` + section are one candidate: a BM25 hit and an
 embedding hit on the same tutorial section must not compete with each other.
+For Godot 3 code, the rename mappings the code uses (stages/renames.py) join too:
+a leg's hit keeps its provenance and notes the match, the others come after the
+legs' hits as provenance ``rule``.
 """
 
 from __future__ import annotations
@@ -9,7 +12,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pipeline.stages.results import BM25Hit, BM25Result, EmbeddingHit, EmbeddingResult, UnionCandidate, UnionResult
+from pipeline.stages.results import (
+    BM25Hit,
+    BM25Result,
+    EmbeddingHit,
+    EmbeddingResult,
+    RuleHit,
+    RuleResult,
+    UnionCandidate,
+    UnionResult,
+)
 from pipeline.trace import MergedPair, RecordRef, UnionRow, UnionTrace
 
 
@@ -25,8 +37,15 @@ class _Group:
     best: tuple[int, RecordRef] | None = None  # (rank, record) of the best hit on either leg
     bm25: BM25Hit | None = None
     embedding: EmbeddingHit | None = None
+    rule: RuleHit | None = None
 
-    def add(self, hit: BM25Hit | EmbeddingHit, merged: list[tuple[str, str]]) -> None:
+    def add(self, hit: BM25Hit | EmbeddingHit | RuleHit, merged: list[tuple[str, str]]) -> None:
+        if isinstance(hit, RuleHit):  # rules come after both legs and only mark their record
+            if self.best is None:
+                self.best = (hit.rank, hit.ref)
+                self.members.append(hit.ref.record_id)
+            self.rule = hit
+            return
         rid = hit.ref.record_id
         if rid not in self.members:
             if self.members:
@@ -40,28 +59,31 @@ class _Group:
         if self.best is None or hit.rank < self.best[0]:
             self.best = (hit.rank, hit.ref)
 
-    def sort_key(self) -> tuple[int, int]:
+    def sort_key(self) -> tuple[int, int, int]:
         ranks = [h.rank for h in (self.bm25, self.embedding) if h is not None]
-        return (min(ranks), -len(ranks))
+        if not ranks:  # found by a rule alone: after every leg hit, in the rule's order
+            return (1, self.rule.rank if self.rule else 0, 0)
+        return (0, min(ranks), -len(ranks))
 
     def candidate(self, key: str, union_rank: int) -> UnionCandidate:
         b, e = self.bm25, self.embedding
         assert self.best is not None
         return UnionCandidate(
             key=key, ref=self.best[1], members=list(self.members),
-            provenance="both" if b and e else ("bm25" if b else "embedding"),
+            provenance="both" if b and e else ("bm25" if b else ("embedding" if e else "rule")),
             bm25_rank=b.rank if b else None, bm25_score=b.score if b else None,
-            embedding_rank=e.rank if e else None, similarity=e.similarity if e else None, union_rank=union_rank)
+            embedding_rank=e.rank if e else None, similarity=e.similarity if e else None, union_rank=union_rank,
+            rule=self.rule.use if self.rule else None)
 
 
 class Union:
     name = "union"
 
-    def run(self, bm25: BM25Result, embedding: EmbeddingResult) -> UnionResult:
+    def run(self, bm25: BM25Result, embedding: EmbeddingResult, rules: RuleResult | None = None) -> UnionResult:
         t0 = time.perf_counter()
         groups: dict[str, _Group] = {}
         merged: list[tuple[str, str]] = []
-        hits: list[BM25Hit | EmbeddingHit] = [*bm25.hits, *embedding.hits]
+        hits: list[BM25Hit | EmbeddingHit | RuleHit] = [*bm25.hits, *embedding.hits, *(rules.hits if rules else [])]
         for hit in hits:
             groups.setdefault(group_key(hit.ref), _Group()).add(hit, merged)
         ordered = sorted(groups.items(), key=lambda kv: (*kv[1].sort_key(), kv[0]))
@@ -71,8 +93,9 @@ class Union:
     def trace(self, result: UnionResult) -> UnionTrace:
         rows = [UnionRow.of(c.ref, union_rank=c.union_rank, provenance=c.provenance, bm25_rank=c.bm25_rank,
                             bm25_score=c.bm25_score, embedding_rank=c.embedding_rank, similarity=c.similarity,
-                            members=c.members)
+                            members=c.members, rule=c.rule)
                 for c in result.candidates]
-        counts = {p: sum(1 for c in result.candidates if c.provenance == p) for p in ("bm25", "embedding", "both")}
+        counts = {p: sum(1 for c in result.candidates if c.provenance == p)
+                  for p in ("bm25", "embedding", "both", "rule")}
         return UnionTrace(ms=result.ms, rows=rows, provenance_counts=counts,
                           merged=[MergedPair(kept=a, merged=b) for a, b in result.merged])

@@ -59,7 +59,8 @@ def union_frame(stage: UnionTrace) -> pd.DataFrame:
     return pd.DataFrame([{"union rank": r.union_rank, "record": r.name, "found by": r.provenance,
                           "BM25 rank": r.bm25_rank, "embedding rank": r.embedding_rank,
                           "BM25 score": r.bm25_score, "similarity": r.similarity,
-                          "merged records": len(r.members), "record_id": r.record_id} for r in stage.rows])
+                          "merged records": len(r.members), "rename rule matched": r.rule,
+                          "record_id": r.record_id} for r in stage.rows])
 
 
 def merged_frame(stage: UnionTrace) -> pd.DataFrame:
