@@ -38,6 +38,9 @@ def eval_command(
     = Half.test,
     alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
     validate: Annotated[bool, typer.Option("--validate/--no-validate")] = False,
+    policy: Annotated[list[str] | None, typer.Option(
+        help="with --validate: only this accept policy (repeatable; default: all four side by side; "
+             "the Qwen-for-every-candidate ones take about 2 min a chunk)")] = None,
     variants: Annotated[bool, typer.Option("--variants", help="every ranker side by side (no validation)")] = False,
     with_qwen: Annotated[bool, typer.Option("--with-qwen", help="with --variants: also F + Qwen reranker (slow)")]
     = False,
@@ -89,7 +92,7 @@ def eval_command(
             return
         settings = Settings(alternatives=alt.alternatives, run_validator=validate)
         if validate:  # every accept policy side by side; verdicts are cached, so only the first run pays
-            reports = evaluate_policies(engine, chunks, settings, tick)
+            reports = evaluate_policies(engine, chunks, settings, tick, policy or ())
             bar.close()
             _policies(where, reports, as_json)
             return

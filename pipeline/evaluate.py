@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -206,13 +206,17 @@ def probability_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk], b
 
 
 def evaluate_policies(engine: Engine, chunks: list[LabelledChunk], settings: Settings,
-                      progress: Callable[[ProgressEvent], None] | None = None) -> dict[str, EvalReport]:
-    """The same chunks under every accept policy (cached verdicts make all but the first cheap)."""
+                      progress: Callable[[ProgressEvent], None] | None = None,
+                      policies: Sequence[str] = ()) -> dict[str, EvalReport]:
+    """The same chunks under each accept policy, all by default (cached verdicts make all but the first cheap)."""
     from pipeline.settings import POLICIES
 
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"unknown accept policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
     return {policy: evaluate_set(engine, chunks, settings.model_copy(update={"accept_policy": policy,
                                                                              "run_validator": True}), progress)
-            for policy in POLICIES}
+            for policy in (policies or POLICIES)}
 
 
 # --- the variants table (issue 2/4): every ranker measured on the same chunks, in one run ---------------
