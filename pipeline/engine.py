@@ -106,6 +106,7 @@ class Engine:
     vectors: dict[str, kb_index.VectorIndex] = field(default_factory=dict)  # per embedder, for this KB
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _features: FeatureBuilder | None = None
+    _renames: Renames | None = None  # the rename rule, holding this KB's Godot 3 -> 4 mappings
     _priming: threading.Event | None = None
 
     @classmethod
@@ -213,7 +214,9 @@ class Engine:
         alt.bm25 = bm.trace(b)
         alt.embedding = trace_embedding(e)
         union = Union()
-        rules = Renames(self.store).run(chunk.text, self.facts(prepared)) if s.renames else None
+        if self._renames is None:
+            self._renames = Renames(self.store)
+        rules = self._renames.run(chunk.text, self.facts(prepared)) if s.renames else None
         u = prepared.unions[name] = union.run(b, e, rules)
         alt.union = union.trace(u)
         ranked: Sequence[RankedItem]

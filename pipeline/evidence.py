@@ -230,8 +230,13 @@ def pattern_use(code: str, record: AnyRecord) -> str | None:
     """The use of an API mapping's ``source_pattern`` in the code (comments left out), if any."""
     if not (isinstance(record, ApiMapping) and record.source_pattern):
         return None
+    return pattern_in(strip_comments(code), record)
+
+
+def pattern_in(bare: str, record: ApiMapping) -> str | None:
+    """:func:`pattern_use` on code already stripped of its comments (one strip for many mappings)."""
     try:
-        m = re.search(record.source_pattern, strip_comments(code))
+        m = re.search(record.source_pattern, bare)
     except re.error:
         return None
     return m.group(0).strip() if m else None
