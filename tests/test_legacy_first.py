@@ -54,3 +54,13 @@ def test_godot4_code_gets_no_rename_rule(engine: Engine) -> None:
     for name in ("D", "F"):
         union = trace.alternatives[name].union
         assert union.provenance_counts["rule"] == 0 and not any(r.rule for r in union.rows)
+
+
+def test_other_languages_get_no_rename_rule(engine: Engine) -> None:
+    # pygame's `Sprite` and `.update()` look like Godot 3 to ChunkFacts.legacy; the rule is for GDScript only
+    code = (FIXTURES / "chunks" / "pygame_player.py").read_text()
+    assert engine.features.chunk_facts(code, []).legacy  # the trap this test guards
+    trace = engine.run(code, Settings(run_validator=False))
+    for name in ("D", "F"):
+        assert not any(r.rule for r in trace.alternatives[name].union.rows)
+        assert not trace.alternatives[name].ranking.moved_up

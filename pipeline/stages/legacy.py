@@ -32,7 +32,7 @@ class LegacyFirst:
 
     def run(self, items: Sequence[RankedItem], facts: ChunkFacts, code: str) -> Ordered:
         """``items`` with the renames ``code`` uses first; unchanged unless the code is Godot 3."""
-        if not facts.legacy:
+        if not facts.legacy or facts.foreign:  # another language's `Sprite` or `.update()` is not Godot 3
             return Ordered(list(items), [])
         up = [self._uses(code, it.candidate.record_id) for it in items]
         return Ordered.moving(items, up, to_top=True, what=("Godot 3 → 4 rename mapping the Godot 3 code uses",

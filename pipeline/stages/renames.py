@@ -35,10 +35,10 @@ class Renames:
         return [r for r in self.store.records if isinstance(r, ApiMapping) and r.source == SOURCE]
 
     def run(self, code: str, facts: ChunkFacts) -> RuleResult:
-        """The renames ``code`` uses, in KB order; none unless the code is Godot 3."""
+        """The renames ``code`` uses, in KB order; none unless the code is Godot 3 (GDScript, not another language)."""
         t0 = time.perf_counter()
         hits: list[RuleHit] = []
-        if facts.legacy:
+        if facts.legacy and not facts.foreign:  # pygame's `Sprite` and `.update()` are not Godot 3
             bare = strip_comments(code)
             for record in self.mappings:
                 use = pattern_in(bare, record) if record.source_pattern else None
