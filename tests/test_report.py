@@ -64,6 +64,19 @@ def test_report_has_every_section_chart_and_the_final_jsonl(fast_trace: Trace) -
         items = [FinalItem.model_validate_json(line) for line in html_lib.unescape(block).splitlines()]
         assert items == alt.final
     assert "<script>alert" not in render_report(fast_trace, origin="<script>alert(1)</script>")
+    assert "Godot 3 rename rule" not in html  # Godot 4 code: no rule rows, no count
+
+
+def test_report_counts_the_godot3_renames_and_shows_the_code_they_matched(engine: Engine) -> None:
+    trace = engine.run((ROOT / "fixtures" / "chunks" / "godot3_player.gd").read_text(), FAST)
+    union = trace.alternatives["D"].union
+    assert union is not None and union.provenance_counts["rule"] > 0  # D's legs find no rename for it
+    html = render_report(trace, origin="godot3_player.gd")
+    assert "Godot 3 rename rule" in html and "rename rule matched" in html
+    rule = next(r for r in union.rows if r.provenance == "rule")
+    import html as html_lib
+
+    assert html_lib.escape(rule.rule or "") in html
 
 
 def test_cli_run_writes_the_report(tmp_path: Path) -> None:
