@@ -229,6 +229,7 @@ class UnionTrace(StageTrace[UnionRow]):
     name: Literal["union"] = "union"
     provenance_counts: dict[Provenance, int] = Field(default_factory=dict)
     merged: list[MergedPair] = Field(default_factory=list)
+    rules_ms: float = 0.0  # the Godot 3 rename rule's matching (pipeline/stages/renames.py); ms is the merge
 
 
 class NormStats(Row):

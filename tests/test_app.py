@@ -349,6 +349,21 @@ def test_a_finished_trace_comes_back_from_disk_in_a_new_session() -> None:
 
 # --- the reference case, with the real models ------------------------------------------------------
 @pytest.mark.model
+def test_union_panel_says_which_godot3_renames_joined_by_rule() -> None:
+    at = _app(APP, small_kb=False)
+    at.run()
+    _no_models(at)
+    at.radio(key="main_mode").set_value("Paste")
+    at.run()
+    at.text_area(key="main_text").set_value((REPO / "fixtures" / "chunks" / "godot3_player.gd").read_text())
+    at.radio(key="main_alts").set_value("D")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    assert any("joined as `rule`" in c.value and "rename rule matched" in c.value for c in at.caption), \
+        [c.value for c in at.caption]
+
+
 def test_reference_chunk_accepts_the_2d_tutorial_not_the_3d_one() -> None:
     at = _app(APP, small_kb=False, timeout=600)
     at.run()

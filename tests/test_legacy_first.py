@@ -43,6 +43,7 @@ def test_godot3_renames_join_d_union_as_a_rule(engine: Engine) -> None:
     rules = [r for r in union.rows if r.rule]
     assert rules and all(r.record_id.startswith("rename:") for r in rules)
     assert union.provenance_counts["rule"] == sum(r.provenance == "rule" for r in rules) > 0
+    assert union.rules_ms > 0  # the rule's own time is in the trace
     assert any(r.record_id == "rename:instance" and r.rule == "instance(" for r in rules), rules
     assert system_rankings(on)["D"][0] == MIGRATION_DOC
     assert MIGRATION_DOC not in system_rankings(off)["D"][:10]

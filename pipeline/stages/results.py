@@ -92,6 +92,7 @@ class UnionResult:
     candidates: list[UnionCandidate]
     merged: list[tuple[str, str]]  # (kept record id, merged record id) pairs
     ms: float
+    rules_ms: float = 0.0  # the rename rule's own time (stages/renames.py), before the merge
 
 
 @dataclass(frozen=True)

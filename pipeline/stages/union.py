@@ -88,7 +88,7 @@ class Union:
             groups.setdefault(group_key(hit.ref), _Group()).add(hit, merged)
         ordered = sorted(groups.items(), key=lambda kv: (*kv[1].sort_key(), kv[0]))
         candidates = [g.candidate(key, n) for n, (key, g) in enumerate(ordered, start=1)]
-        return UnionResult(candidates, merged, (time.perf_counter() - t0) * 1000)
+        return UnionResult(candidates, merged, (time.perf_counter() - t0) * 1000, rules.ms if rules else 0.0)
 
     def trace(self, result: UnionResult) -> UnionTrace:
         rows = [UnionRow.of(c.ref, union_rank=c.union_rank, provenance=c.provenance, bm25_rank=c.bm25_rank,
@@ -97,5 +97,5 @@ class Union:
                 for c in result.candidates]
         counts = {p: sum(1 for c in result.candidates if c.provenance == p)
                   for p in ("bm25", "embedding", "both", "rule")}
-        return UnionTrace(ms=result.ms, rows=rows, provenance_counts=counts,
+        return UnionTrace(ms=result.ms, rules_ms=result.rules_ms, rows=rows, provenance_counts=counts,
                           merged=[MergedPair(kept=a, merged=b) for a, b in result.merged])

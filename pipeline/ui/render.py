@@ -154,7 +154,8 @@ def panel_union(trace: Trace) -> None:
         c3.metric("both legs", counts.get("both", 0))
         if counts.get("rule"):
             st.caption(f"{counts['rule']} Godot 3 → 4 rename mapping(s) joined as `rule`: the code is Godot 3 and "
-                       "uses their old spelling, which neither leg found (column *rename rule matched*).")
+                       "uses their old spelling, which neither leg found (column *rename rule matched*; "
+                       f"matched in {stage.rules_ms:.1f} ms).")
         st.dataframe(views.union_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
             "BM25 score": st.column_config.NumberColumn(format="%.2f"),
             "similarity": st.column_config.NumberColumn(format="%.3f")})
