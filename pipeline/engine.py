@@ -43,7 +43,7 @@ from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.renames import Renames
 from pipeline.stages.rerank import Prior, Rerank
-from pipeline.stages.results import EmbeddingResult, Ordered, QueryResult, RankedItem, UnionResult
+from pipeline.stages.results import EmbeddingResult, Ordered, QueryResult, RankedItem, RuleResult, UnionResult
 from pipeline.stages.union import Union
 from pipeline.stages.validate import Validate, VerdictCache
 from pipeline.trace import (
@@ -83,6 +83,7 @@ class Prepared:
     trace: Trace
     unions: dict[AltName, UnionResult] = field(default_factory=dict)  # F's reranker reads its union
     facts: ChunkFacts | None = None  # what the features need from the chunk: Engine.facts computes it once
+    renames: RuleResult | None = None  # the Godot 3 renames the chunk uses: Engine.renames finds them once
 
     @property
     def needs_models(self) -> bool:
@@ -214,10 +215,7 @@ class Engine:
         alt.bm25 = bm.trace(b)
         alt.embedding = trace_embedding(e)
         union = Union()
-        if self._renames is None:
-            self._renames = Renames(self.store)
-        rules = self._renames.run(chunk.text, self.facts(prepared)) if s.renames else None
-        u = prepared.unions[name] = union.run(b, e, rules)
+        u = prepared.unions[name] = union.run(b, e, self.renames(prepared) if s.renames else None)
         alt.union = union.trace(u)
         ranked: Sequence[RankedItem]
         if name == "D":
@@ -321,9 +319,18 @@ class Engine:
         (pipeline/stages/dimension.py), then, for Godot 3 code, the renames it uses first (stages/legacy.py)."""
         s, facts = prepared.settings, self.facts(prepared)
         ordered = DimensionOrder(self.features).run(items, facts) if s.dimension_order else Ordered(list(items), [])
-        raised = (LegacyFirst(self.store).run(ordered.items, facts, prepared.chunk.text) if s.legacy_first
+        raised = (LegacyFirst().run(ordered.items, self.renames(prepared)) if s.legacy_first
                   else Ordered(ordered.items, []))
         return ordered, raised
+
+    def renames(self, prepared: Prepared) -> RuleResult:
+        """The Godot 3 → 4 renames the chunk uses (pipeline/stages/renames.py), found once: the union and
+        the renames-first order read them, in D and in F."""
+        if prepared.renames is None:
+            if self._renames is None:
+                self._renames = Renames(self.store)
+            prepared.renames = self._renames.run(prepared.chunk.text, self.facts(prepared))
+        return prepared.renames
 
     def facts(self, prepared: Prepared) -> ChunkFacts:
         """The chunk's facts (pipeline/features.py), computed once: dimension order, ranker and validator read them."""

@@ -226,7 +226,7 @@ def collect(code: str, record: AnyRecord, max_items: int = 8,
     return Evidence(items, only_code, only_rec, _conflicts(code, fields), round(coverage, 4))
 
 
-def pattern_use(code: str, record: AnyRecord) -> str | None:
+def _pattern_use(code: str, record: AnyRecord) -> str | None:
     """The use of an API mapping's ``source_pattern`` in the code (comments left out), if any."""
     if not (isinstance(record, ApiMapping) and record.source_pattern):
         return None
@@ -234,7 +234,7 @@ def pattern_use(code: str, record: AnyRecord) -> str | None:
 
 
 def pattern_in(bare: str, record: ApiMapping) -> str | None:
-    """:func:`pattern_use` on code already stripped of its comments (one strip for many mappings)."""
+    """:func:`_pattern_use` on code already stripped of its comments (one strip for many mappings)."""
     try:
         m = re.search(record.source_pattern, bare)
     except re.error:
@@ -255,7 +255,7 @@ def _shared(code: str, facts: list[str], record: AnyRecord, fields: list[tuple[s
     """(evidence items, facts the record holds): the source pattern's use first, then facts in their order."""
     items: list[EvidenceItem] = []
     matched: set[str] = set()
-    use = pattern_use(code, record)
+    use = _pattern_use(code, record)
     if use:
         items.append(EvidenceItem(len(items) + 1, use, "source_pattern"))
     for fact in facts:

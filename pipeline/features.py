@@ -60,6 +60,11 @@ class ChunkFacts:
     foreign: bool = False  # the code is another language (C#, Python, JavaScript), not GDScript
     legacy: bool = False  # the code names a Godot 3 class that Godot 4 renamed (e.g. KinematicBody2D)
 
+    @property
+    def godot3(self) -> bool:
+        """Godot 3 GDScript: what the rename rules are for (pygame's `Sprite` and `.update()` look legacy too)."""
+        return self.legacy and not self.foreign
+
 
 def classes_used(code: str, known: Callable[[str], bool]) -> set[str]:
     """Classes the code names: `Input.x`, `$AnimatedSprite2D`, `extends CharacterBody2D`, `: Timer`, `Tween.new()`."""

@@ -40,7 +40,7 @@ def rename_rule(record: AnyRecord, ev: Evidence, facts: ChunkFacts) -> str | Non
 
     Its ``source_pattern`` matching the code is the direct evidence the validator asks for, by definition;
     the accept model saw two such rows on the tune half, too few to weigh them (bench/NOTES.md)."""
-    if not (facts.legacy and not facts.foreign and isinstance(record, ApiMapping) and record.source == MIGRATING):
+    if not (facts.godot3 and isinstance(record, ApiMapping) and record.source == MIGRATING):
         return None
     use = next((i.text for i in ev.items if i.field == "source_pattern"), None)
     return f"accepted by the rename rule: the Godot 3 code uses `{use}`, which Godot 4 renamed" if use else None

@@ -4,7 +4,8 @@ Neither leg finds them reliably: BM25 drowns `get_tree().change_scene(` in commo
 and both embedders were trained on (or for) Godot 4 text. Yet a rename mapping's
 ``source_pattern`` is a regex that either matches the code or does not: about 2 ms for
 all 168 (the code stripped of comments once). So for Godot 3 code (``ChunkFacts.legacy``) the matches
-join the union as a third provenance, ``rule``; stages/legacy.py then puts them first.
+join the union as a third provenance, ``rule``; stages/legacy.py then puts them first,
+and the validator accepts them on that match (stages/calibrated.py, ``rename_rule``).
 Godot 4 code gets no rule hits. Measured on the dev set's tune half (bench/NOTES.md,
 "Godot 3 renames join the union").
 """
@@ -38,7 +39,7 @@ class Renames:
         """The renames ``code`` uses, in KB order; none unless the code is Godot 3 (GDScript, not another language)."""
         t0 = time.perf_counter()
         hits: list[RuleHit] = []
-        if facts.legacy and not facts.foreign:  # pygame's `Sprite` and `.update()` are not Godot 3
+        if facts.godot3:
             bare = strip_comments(code)
             for record in self.mappings:
                 use = pattern_in(bare, record) if record.source_pattern else None

@@ -108,7 +108,6 @@ class RankedItem:
         return self.candidate.union_rank
 
 
-
 @dataclass(frozen=True)
 class Ordered:
     """A ranking that a rule re-ordered after fusion or the reranker (stages/dimension.py, stages/legacy.py)."""
@@ -130,6 +129,7 @@ class Ordered:
         where = "to the top" if to_top else "below the rest"
         return cls(ranked, [it.candidate.record_id for it in moved],
                    f"{len(moved)} {what[len(moved) > 1]} moved {where}" if moved else "")
+
 
 @dataclass(frozen=True)
 class FusedItem(RankedItem):
