@@ -14,7 +14,8 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode"]
+SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode",
+          "renames"]
 
 
 def _load(name: str) -> dict | None:
@@ -123,6 +124,9 @@ def render() -> str:
     from bench.query_encode import section as query_encode_section
 
     lines += query_encode_section(_load("query_encode"))
+    from bench.renames import section as renames_section
+
+    lines += renames_section(_load("renames"))
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]
