@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -27,9 +28,35 @@ class Half(StrEnum):
 def _table(title: str, rows: dict[str, dict[str, float]]) -> None:
     typer.echo(title)
     width = max((len(k) for k in rows), default=10) + 2
-    typer.echo(f"{'system':<{width}}" + "".join(f"{m:>11}" for m in METRIC_NAMES))
+    spans = any("ndcg@10_low" in v for v in rows.values())
+    typer.echo(f"{'system':<{width}}" + "".join(f"{m:>11}" for m in METRIC_NAMES)
+               + (f"{'nDCG@10 95% CI':>18}" if spans else ""))
     for system, vals in rows.items():
-        typer.echo(f"{system:<{width}}" + "".join(f"{vals.get(m, float('nan')):>11.4f}" for m in METRIC_NAMES))
+        ci = f"[{vals['ndcg@10_low']:.3f}, {vals['ndcg@10_high']:.3f}]" if "ndcg@10_low" in vals else ""
+        typer.echo(f"{system:<{width}}" + "".join(f"{vals.get(m, float('nan')):>11.4f}" for m in METRIC_NAMES)
+                   + (f"{ci:>18}" if spans else ""))
+
+
+def _with_intervals(report) -> dict[str, dict[str, float]]:
+    """The report's metrics, each system with its nDCG@10 bootstrap interval over chunks."""
+    return {s: vals | ({"ndcg@10_low": ci.low, "ndcg@10_high": ci.high}
+                       if (ci := report.intervals.get(s)) is not None else {})
+            for s, vals in report.metrics.items()}
+
+
+def _p(p_value: float) -> str:
+    from pipeline.intervals import p_text
+
+    text = p_text(p_value)
+    return text if text.startswith("<") else f"= {text}"
+
+
+def _comparisons(report) -> None:
+    if not report.comparisons:
+        return
+    typer.echo("paired over the same chunks (nDCG@10; two-sided permutation test):")
+    for p in report.comparisons:
+        typer.echo(f"  {p.left} vs {p.right}: {p.difference:+.4f}  p {_p(p.p_value)}  ({p.n} chunks)")
 
 
 def eval_command(
@@ -102,10 +129,14 @@ def eval_command(
         fail(message(exc))
     if as_json:
         typer.echo(json.dumps({"set": where, "metrics": report.metrics, "accept": report.accept,
-                               "per_chunk": report.per_chunk, "n_ranked_chunks": report.n_ranked},
+                               "per_chunk": report.per_chunk, "n_ranked_chunks": report.n_ranked,
+                               "intervals": {s: asdict(i) for s, i in report.intervals.items()},
+                               "comparisons": [asdict(p) for p in report.comparisons]},
                               indent=1, sort_keys=True))
         return
-    _table(f"{where}: {report.n_ranked} chunks with relevance labels, {len(chunks)} in all", report.metrics)
+    _table(f"{where}: {report.n_ranked} chunks with relevance labels, {len(chunks)} in all",
+           _with_intervals(report))
+    _comparisons(report)
     for system, vals in report.accept.items():
         typer.echo(f"{system} accept: " + ", ".join(f"{k} {v:.3f}" for k, v in vals.items()))
 
@@ -129,7 +160,7 @@ def _policies(where: str, reports: dict, as_json: bool) -> None:
         typer.echo(json.dumps({"set": where, "policies": rows,
                                "ranking": next(iter(reports.values())).metrics}, indent=1, sort_keys=True))
         return
-    _table(where, next(iter(reports.values())).metrics)
+    _table(where, _with_intervals(next(iter(reports.values()))))
     typer.echo(f"{'policy':<18}{'alt':>4}{'precision':>11}{'recall':>9}{'AUC p':>8}{'must-not':>10}{'accepted':>10}"
                f"{'Qwen/chunk':>12}")
     for r in rows:

@@ -17,9 +17,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
+from pipeline import intervals as spread
 from pipeline.config import FIXTURES
 from pipeline.engine import Engine
 from pipeline.errors import describe
+from pipeline.intervals import Interval, Paired
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent, RecordRef, Trace
 
@@ -93,6 +95,8 @@ class EvalReport:
     traces: dict[str, Trace] = field(default_factory=dict)
     n_ranked: int = 0
     calibration: dict[str, dict] = field(default_factory=dict)  # alternative -> AUC of p, reliability bins, calls
+    intervals: dict[str, Interval] = field(default_factory=dict)  # system -> nDCG@10 bootstrap interval
+    comparisons: list[Paired] = field(default_factory=list)  # the goals' comparisons, paired over chunks
 
 
 def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]) -> tuple[dict, dict]:
@@ -167,7 +171,7 @@ def evaluate_set(engine: Engine, chunks: list[LabelledChunk], settings: Settings
     qrels = {c.id: dict(c.relevant) for c in chunks if c.relevant}
     overall, per_q = _ranx(qrels, runs) if qrels else ({}, {})
     return EvalReport(overall, per_q, accept_metrics(traces, chunks), traces, len(qrels),
-                      probability_metrics(traces, chunks))
+                      probability_metrics(traces, chunks), spread.intervals(per_q), spread.comparisons(per_q))
 
 
 def probability_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk], bins: int = 5) -> dict[str, dict]:
@@ -270,5 +274,8 @@ def evaluate_variants(engine: Engine, chunks: list[LabelledChunk], variants: dic
         key = settings.cache_key()
         if key not in reports:
             reports[key] = evaluate_set(engine, chunks, settings, progress)
-        out[name] = reports[key].metrics.get(system, {})
+        row = dict(reports[key].metrics.get(system, {}))
+        if (ci := reports[key].intervals.get(system)) is not None:
+            row |= {"ndcg@10_low": ci.low, "ndcg@10_high": ci.high}
+        out[name] = row
     return out

@@ -383,3 +383,30 @@ def test_reference_chunk_accepts_the_2d_tutorial_not_the_3d_one() -> None:
     assert "first_2d_game/coding_the_player" in accepted, decisions
     assert "first_3d_game/player_movement_code" not in accepted, decisions
     assert not [w.value for w in at.warning if "not ready" in w.value]
+
+
+def test_evaluation_report_shows_each_figures_interval_and_the_paired_tests(engine) -> None:
+    from pipeline.evaluate import evaluate_set, load_set
+
+    chunks = load_set(split="test")[:5]
+    report = evaluate_set(engine, chunks, Settings(run_validator=False))
+
+    def script() -> None:
+        import streamlit as st
+
+        from pipeline.ui import evaluation
+
+        evaluation.render_report(st.session_state["report"], st.session_state["chunks"])
+
+    at = AppTest.from_function(script, default_timeout=60)
+    at.session_state["report"], at.session_state["chunks"] = report, chunks
+    at.run()
+    assert not at.exception, _problems(at)
+    specs = [e.proto.spec for e in _flattened(at) if getattr(e, "type", "") == "vega_lite_chart"]
+    assert any("95% interval over chunks" in s for s in specs)
+    table = at.dataframe[0].value
+    f_row = table[table["system"] == "F (reranker)"].iloc[0]
+    ci = report.intervals["F"]
+    assert f_row["nDCG@10 95% CI"] == f"{ci.low:.3f} – {ci.high:.3f}"
+    tests = next(d.value for d in at.dataframe if "comparison" in d.value.columns)
+    assert "F (reranker) vs D (fusion)" in set(tests["comparison"])

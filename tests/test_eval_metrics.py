@@ -58,3 +58,24 @@ def test_the_query_maps_selection_measure_agrees_with_the_eval_table(engine: Eng
     got = _tune_half(embedder.encode, engine.store, vectors, np.eye(vectors.matrix.shape[1], dtype=np.float32))
     assert got["tune_ndcg@10_base"] == got["tune_ndcg@10"]
     assert got["tune_ndcg@10_base"] == pytest.approx(tune.metrics["embedding"]["ndcg@10"], abs=1e-4)
+
+
+def test_each_figure_has_an_interval_over_the_same_chunks(report) -> None:
+    # the interval is of the very per-chunk values the table averages, and brackets that mean
+    for system in ("bm25", "embedding", "D", "F"):
+        ci = report.intervals[system]
+        assert ci.n == report.n_ranked
+        assert ci.mean == pytest.approx(report.metrics[system]["ndcg@10"], abs=1e-9)
+        assert ci.low < ci.mean < ci.high  # chunks differ, so the interval has a width
+        assert ci.high - ci.low < 0.4
+
+
+def test_the_stages_gains_are_more_than_the_luck_of_the_half(report) -> None:
+    """Fusion over its sparse leg and F's ranker over its own union order, paired chunk by chunk on the half
+    nothing was tuned on: each gain must be unlikely under a coin flip of which system scored which chunk."""
+    pairs = {(p.left, p.right): p for p in report.comparisons}
+    for left, right in (("D", "bm25"), ("F", "F union")):
+        p = pairs[(left, right)]
+        assert p.n == report.n_ranked
+        assert p.difference == pytest.approx(report.metrics[left]["ndcg@10"] - report.metrics[right]["ndcg@10"])
+        assert p.difference > 0 and p.p_value < 0.05, p

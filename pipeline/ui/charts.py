@@ -192,6 +192,19 @@ def metric_bars(df: pd.DataFrame, value: str = "value") -> alt.Chart:
     ).properties(width=150, height=200)
 
 
+def interval_chart(df: pd.DataFrame) -> alt.LayerChart:
+    """One row per system: its mean as a point and its confidence interval as a bar (df: system, mean, low, high)."""
+    y = alt.Y("system:N", title=None, sort=None)
+    x = alt.X("low:Q", title="nDCG@10 (95% interval over chunks)", scale=alt.Scale(domain=[0, 1]))
+    bars = alt.Chart(df).mark_rule(strokeWidth=3, opacity=0.6).encode(
+        x=x, x2="high:Q", y=y, color=alt.Color("system:N", legend=None))
+    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
+        x="mean:Q", y=y, color=alt.Color("system:N", legend=None),
+        tooltip=["system", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
+                 alt.Tooltip("high:Q", format=".3f")])
+    return (bars + points).properties(width=420, height=STEP)
+
+
 def p_chart(rows: Sequence[ValidateRow], threshold: float | None) -> alt.LayerChart | alt.Chart:
     """The accept model's p per judged candidate, with the threshold as a rule; hollow = decided without Qwen."""
     df = pd.DataFrame([{"label": row_label(r, r.rank), "record": r.record_id, "p": r.p,

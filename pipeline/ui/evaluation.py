@@ -12,6 +12,7 @@ import streamlit as st
 
 from pipeline.engine import Engine
 from pipeline.evaluate import DEV_SET, METRICS, EvalReport, LabelledChunk, evaluate_set, load_set
+from pipeline.intervals import p_text
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent
 from pipeline.ui import charts
@@ -125,12 +126,14 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
         st.info("No chunk in this set has relevance labels, so there are no ranking metrics.")
     else:
         systems = _ordered(list(report.metrics))
-        table = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), **report.metrics[s]} for s in systems])
+        table = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), **report.metrics[s],
+                               "nDCG@10 95% CI": _span(report, s)} for s in systems])
         st.dataframe(table, hide_index=True, placeholder="—", column_config={
             m: st.column_config.ProgressColumn(m, format="%.3f", min_value=0.0, max_value=1.0) for m in METRICS})
         long = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), "metric": m, "value": report.metrics[s].get(m, 0.0)}
                              for s in systems for m in METRICS])
         st.altair_chart(charts.metric_bars(long), width="content")
+        _spread(report, systems)
 
     st.subheader("Acceptance", divider="gray")
     st.caption("Of the pages each alternative accepted: how many are labelled relevant (precision), how many of "
@@ -162,6 +165,29 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
                 for cid, v in sorted(report.per_chunk.items())]
         st.dataframe(pd.DataFrame(rows), hide_index=True, placeholder="—", height=360, column_config={
             SYSTEM_LABELS.get(s, s): st.column_config.NumberColumn(format="%.3f") for s in systems})
+
+
+def _span(report: EvalReport, system: str) -> str | None:
+    ci = report.intervals.get(system)
+    return f"{ci.low:.3f} – {ci.high:.3f}" if ci is not None else None
+
+
+def _spread(report: EvalReport, systems: list[str]) -> None:
+    """Intervals and paired tests: which differences are more than the luck of which chunks are in the set."""
+    if not report.intervals:
+        return
+    st.caption(f"How sure: each bar is nDCG@10 with its 95% bootstrap interval over the {report.n_ranked} chunks; "
+               "overlapping bars can still differ, so the table below compares pairs chunk by chunk "
+               "(a p below 0.05 is unlikely to be luck).")
+    spans = pd.DataFrame([{"system": SYSTEM_LABELS.get(s, s), "mean": ci.mean, "low": ci.low, "high": ci.high}
+                          for s in systems if (ci := report.intervals.get(s)) is not None])
+    st.altair_chart(charts.interval_chart(spans), width="content")
+    if report.comparisons:
+        rows = [{"comparison": f"{SYSTEM_LABELS.get(p.left, p.left)} vs {SYSTEM_LABELS.get(p.right, p.right)}",
+                 "nDCG@10 difference": p.difference, "p (paired permutation)": p_text(p.p_value), "chunks": p.n}
+                for p in report.comparisons]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, column_config={
+            "nDCG@10 difference": st.column_config.NumberColumn(format="%+.3f")})
 
 
 def _calibration(report: EvalReport) -> None:
