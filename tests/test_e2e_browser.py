@@ -126,13 +126,13 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
     pytest.fail(f"streamlit did not answer {url} within {SERVER_START_S:.0f} s:\n{_log_tail(log)}")
 
 
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
+@contextlib.contextmanager
+def _serve(log_name: str) -> Iterator[str]:
     """A real ``streamlit run app.py`` on a free localhost port, always stopped at the end."""
     _require_chromium()  # before the server: no point in loading models for a missing browser
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
-    log = ARTIFACTS / "e2e_streamlit.log"
+    log = ARTIFACTS / log_name
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "GDPOC_TRACE_CACHE": tempfile.mkdtemp(prefix="gdpoc-e2e-traces-")}
     cmd = [str(REPO / ".venv" / "bin" / "streamlit"), "run", "app.py", "--server.headless", "true",
@@ -151,9 +151,9 @@ def app_url() -> Iterator[str]:
                 proc.wait(timeout=20)
 
 
-@pytest.fixture
-def page(app_url: str) -> Iterator[Page]:
-    """A headless Debian chromium page at 1366×768 that may use the clipboard on the app's origin."""
+@contextlib.contextmanager
+def _browser(app_url: str) -> Iterator[Page]:
+    """A headless Debian chromium page at 1366×900 that may use the clipboard on the app's origin."""
     _require_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -167,6 +167,18 @@ def page(app_url: str) -> Iterator[Page]:
             yield pg
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def app_url() -> Iterator[str]:
+    with _serve("e2e_streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture
+def page(app_url: str) -> Iterator[Page]:
+    with _browser(app_url) as pg:
+        yield pg
 
 
 # --- waiting on the page -----------------------------------------------------------------------
@@ -310,3 +322,18 @@ def test_browser_reference_chunk_through_d_and_f(page: Page, app_url: str) -> No
     assert "Final ranked lists" in text and "accepted by both" in text
     _assert_both_alternatives(_overview_above_the_fold(page, ARTIFACTS / "compare_fold.png"))
     _full_page_screenshot(page, ARTIFACTS / "compare.png")
+
+
+def test_a_page_opened_first_on_a_fresh_server_keeps_the_apps_navigation() -> None:
+    """A bookmarked page URL as a new server's first visit: Streamlit would run the page on its own from
+    pages/ (a bogus "app" entry, no icons) until some run went through app.py's st.navigation."""
+    with _serve("e2e_fresh_page.log") as url, _browser(url) as pg:
+        pg.goto(f"{url}/Evaluation")
+        _wait_for(pg, "the Evaluation page", lambda text: "Labelled set" in text, PAGE_READY_S,
+                  "e2e_fresh_page.png")
+        entries = [t.strip() for t in pg.get_by_test_id("stSidebarNav").inner_text().splitlines() if t.strip()]
+        assert [e for e in entries if " " in e or e[0].isupper()] == \
+            ["Pipeline", "Compare D vs F", "Evaluation", "Knowledge base"], entries
+        assert "app" not in entries and "analytics" in entries  # app.py's pages, with their icons
+        assert pg.url.endswith("/Evaluation")
+        assert "Evaluation" in pg.locator("h1").first.inner_text()

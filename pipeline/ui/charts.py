@@ -184,7 +184,7 @@ def latency_bars(df: pd.DataFrame) -> alt.Chart:
 def metric_bars(df: pd.DataFrame, value: str = "value") -> alt.Chart:
     """Grouped bars: one facet column per metric, one bar per system (df: system, metric, value)."""
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X("system:N", title=None, axis=alt.Axis(labelAngle=-30)),
+        x=alt.X("system:N", title=None, axis=alt.Axis(labelAngle=-45, labelOverlap=False)),  # name every bar
         y=alt.Y(f"{value}:Q", title=None, scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("system:N", legend=None),
         column=alt.Column("metric:N", title=None),

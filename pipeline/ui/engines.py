@@ -27,12 +27,32 @@ BUILTIN = "builtin"
 UPLOADED = "uploaded"
 SS_USER_KB = "user_kb"
 SS_KB_CHOICE = "kb_choice"
+SS_NAV_CHECKED = "nav_checked"  # set on a session's first run (see _through_app_navigation)
 WARM_UP_CODE = "func _ready():\n\tpass"
 
 
 def page(title: str, icon: str) -> None:
     """Same browser title pattern and wide layout on every page."""
+    _through_app_navigation()
     st.set_page_config(page_title=f"{title} · Godot retrieval PoC", page_icon=icon, layout="wide")
+
+
+def _through_app_navigation() -> None:
+    """Run the page through app.py's ``st.navigation``, never Streamlit's pages/ discovery.
+
+    A fresh server decides per process whether pages/ is an old-style page folder, and says yes until
+    some run calls ``st.navigation``. So when the first visitor opens a page's URL directly, the page runs
+    on its own: the sidebar lists a bogus "app" page and loses the icons, for every visitor, until one
+    opens the main page. Clearing the flag and rerunning sends the run through app.py, on the same page.
+    Only a session's first run may rerun: it is a page load, so no click or upload is lost.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    first = SS_NAV_CHECKED not in st.session_state
+    st.session_state[SS_NAV_CHECKED] = True
+    if first and PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
 
 
 # --- the KB the user searches ------------------------------------------------------------------
