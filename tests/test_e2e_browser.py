@@ -324,6 +324,7 @@ def test_browser_reference_chunk_through_d_and_f(page: Page, app_url: str) -> No
     _full_page_screenshot(page, ARTIFACTS / "compare.png")
 
 
+@pytest.mark.browser
 def test_a_page_opened_first_on_a_fresh_server_keeps_the_apps_navigation() -> None:
     """A bookmarked page URL as a new server's first visit: Streamlit would run the page on its own from
     pages/ (a bogus "app" entry, no icons) until some run went through app.py's st.navigation."""

@@ -46,11 +46,13 @@ def _through_app_navigation() -> None:
     opens the main page. Clearing the flag and rerunning sends the run through app.py, on the same page.
     Only a session's first run may rerun: it is a page load, so no click or upload is lost.
     """
-    from streamlit.runtime.pages_manager import PagesManager
-
+    try:  # a private flag: if a Streamlit release drops it, this does nothing (the browser test would say so)
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:
+        return
     first = SS_NAV_CHECKED not in st.session_state
     st.session_state[SS_NAV_CHECKED] = True
-    if first and PagesManager.uses_pages_directory:
+    if first and getattr(PagesManager, "uses_pages_directory", None):
         PagesManager.uses_pages_directory = False
         st.rerun()
 
