@@ -39,9 +39,7 @@ def _table(title: str, rows: dict[str, dict[str, float]]) -> None:
 
 def _with_intervals(report) -> dict[str, dict[str, float]]:
     """The report's metrics, each system with its nDCG@10 bootstrap interval over chunks."""
-    return {s: vals | ({"ndcg@10_low": ci.low, "ndcg@10_high": ci.high}
-                       if (ci := report.intervals.get(s)) is not None else {})
-            for s, vals in report.metrics.items()}
+    return {s: report.row(s) for s in report.metrics}
 
 
 def _p(p_value: float) -> str:

@@ -98,6 +98,13 @@ class EvalReport:
     intervals: dict[str, Interval] = field(default_factory=dict)  # system -> nDCG@10 bootstrap interval
     comparisons: list[Paired] = field(default_factory=list)  # the goals' comparisons, paired over chunks
 
+    def row(self, system: str) -> dict[str, float]:
+        """``system``'s metrics, with its nDCG@10 interval as ``ndcg@10_low`` / ``ndcg@10_high`` when there is one."""
+        out = dict(self.metrics.get(system, {}))
+        if (ci := self.intervals.get(system)) is not None:
+            out |= {"ndcg@10_low": ci.low, "ndcg@10_high": ci.high}
+        return out
+
 
 def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]) -> tuple[dict, dict]:
     from ranx import Qrels, Run, evaluate
@@ -274,8 +281,5 @@ def evaluate_variants(engine: Engine, chunks: list[LabelledChunk], variants: dic
         key = settings.cache_key()
         if key not in reports:
             reports[key] = evaluate_set(engine, chunks, settings, progress)
-        row = dict(reports[key].metrics.get(system, {}))
-        if (ci := reports[key].intervals.get(system)) is not None:
-            row |= {"ndcg@10_low": ci.low, "ndcg@10_high": ci.high}
-        out[name] = row
+        out[name] = reports[key].row(system)
     return out
