@@ -18,12 +18,15 @@ st.caption("nDCG@10, MRR and Recall@50 per alternative and per stage on a labell
 settings = sidebar.settings_sidebar()
 engine = engines.get_engine()
 
-source = st.radio("Labelled set", ["dev", "upload"], horizontal=True, key="eval_source", persist_state="session",
-                  format_func={"dev": "Dev set (fixtures/eval/dev.jsonl)", "upload": "Upload a labelled JSONL"}.get)
+source = st.radio("Labelled set", ["dev", "blind", "upload"], horizontal=True, key="eval_source",
+                  persist_state="session",
+                  format_func={"dev": "Dev set (fixtures/eval/dev.jsonl)",
+                               "blind": "Blind set, never tuned on (fixtures/eval/blind.jsonl)",
+                               "upload": "Upload a labelled JSONL"}.get)
 labelled: ev.LabelledSet | None = None
 try:
-    if source == "dev":
-        labelled = ev.dev_set()
+    if source in ev.BUILTIN_SETS:
+        labelled = ev.builtin_set(source)
     else:
         up = st.file_uploader("Labelled chunks (JSONL: id, code, relevant {doc_path: grade}, must_not_accept)",
                               type=["jsonl"], key="eval_upload")

@@ -59,6 +59,8 @@ def _comparisons(report) -> None:
 
 def eval_command(
     set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: the dev set)")] = None,
+    blind: Annotated[bool, typer.Option("--blind", help="the blind set (fixtures/eval/blind.jsonl), never tuned on")]
+    = False,
     split: Annotated[Half, typer.Option(case_sensitive=False, help="the dev set's half (ignored for --set)")]
     = Half.test,
     alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
@@ -81,6 +83,7 @@ def eval_command(
 ) -> None:
     from pipeline.engine import Engine
     from pipeline.evaluate import (
+        BLIND_SET,
         DEV_SET,
         evaluate_policies,
         evaluate_set,
@@ -106,6 +109,8 @@ def eval_command(
             _emit(f"long scripts (the code of held-out pages, its records hidden): "
                   f"{rows.pop('_queries', {}).get('n', 0):.0f} files", rows, as_json)
             return
+        if blind:
+            set_ = set_ or BLIND_SET
         chunks = load_set(set_ or DEV_SET, None if set_ or split is Half.all else split.value)
         where = f"{set_ or DEV_SET}" + ("" if set_ or split is Half.all else f", {split.value} half")
         bar = tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False)

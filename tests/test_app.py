@@ -410,3 +410,12 @@ def test_evaluation_report_shows_each_figures_interval_and_the_paired_tests(engi
     assert f_row["nDCG@10 95% CI"] == f"{ci.low:.3f} – {ci.high:.3f}"
     tests = next(d.value for d in at.dataframe if "comparison" in d.value.columns)
     assert "F (reranker) vs D (fusion)" in set(tests["comparison"])
+
+
+def test_evaluation_page_offers_the_blind_set() -> None:
+    at = _app(REPO / "pages" / "2_Evaluation.py", small_kb=False)
+    at.run()
+    at.radio(key="eval_source").set_value("blind")
+    at.run()
+    assert not at.exception, _problems(at)
+    assert any("blind set (blind.jsonl): 18 chunks" in c.value for c in at.caption), [c.value for c in at.caption]

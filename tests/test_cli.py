@@ -105,3 +105,10 @@ def test_user_kb_and_malformed_lines(tmp_path: Path) -> None:
     out = res.stdout.decode()
     assert res.returncode == 0
     assert "malformed.jsonl:2:" in out and "malformed.jsonl:10: duplicate id" in out
+
+
+def test_eval_blind_reads_the_blind_set() -> None:
+    res = cli("eval", "--blind", "--alt", "d", "--json")
+    assert res.returncode == 0, res.stderr.decode()[-800:]
+    out = json.loads(res.stdout)
+    assert out["set"].endswith("blind.jsonl") and out["n_ranked_chunks"] == 18

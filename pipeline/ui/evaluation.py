@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from pipeline.engine import Engine
-from pipeline.evaluate import DEV_SET, METRICS, EvalReport, LabelledChunk, evaluate_set, load_set
+from pipeline.evaluate import BLIND_SET, DEV_SET, METRICS, EvalReport, LabelledChunk, evaluate_set, load_set
 from pipeline.intervals import p_text
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent
@@ -30,10 +30,15 @@ class LabelledSet:
     digest: str
 
 
+BUILTIN_SETS = {"dev": ("dev set", DEV_SET), "blind": ("blind set", BLIND_SET)}
+
+
 @st.cache_data(show_spinner=False)
-def dev_set() -> LabelledSet:
-    data = DEV_SET.read_bytes()
-    return LabelledSet(f"dev set ({DEV_SET.name})", load_set(DEV_SET), hashlib.sha256(data).hexdigest())
+def builtin_set(key: str) -> LabelledSet:
+    """A labelled set shipped in fixtures/eval: ``dev`` (tune and test halves) or ``blind`` (never tuned on)."""
+    name, path = BUILTIN_SETS[key]
+    data = path.read_bytes()
+    return LabelledSet(f"{name} ({path.name})", load_set(path), hashlib.sha256(data).hexdigest())
 
 
 def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
