@@ -109,8 +109,10 @@ def eval_command(
             _emit(f"long scripts (the code of held-out pages, its records hidden): "
                   f"{rows.pop('_queries', {}).get('n', 0):.0f} files", rows, as_json)
             return
+        if blind and set_ is not None:
+            raise ValueError("--blind and --set each name a labelled set: give one of them")
         if blind:
-            set_ = set_ or BLIND_SET
+            set_ = BLIND_SET
         chunks = load_set(set_ or DEV_SET, None if set_ or split is Half.all else split.value)
         where = f"{set_ or DEV_SET}" + ("" if set_ or split is Half.all else f", {split.value} half")
         bar = tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False)

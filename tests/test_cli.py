@@ -112,3 +112,5 @@ def test_eval_blind_reads_the_blind_set() -> None:
     assert res.returncode == 0, res.stderr.decode()[-800:]
     out = json.loads(res.stdout)
     assert out["set"].endswith("blind.jsonl") and out["n_ranked_chunks"] == 18
+    both = cli("eval", "--blind", "--set", "fixtures/eval/dev.jsonl")
+    assert both.returncode == 2 and "give one of them" in both.stderr.decode()
