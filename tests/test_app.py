@@ -413,7 +413,7 @@ def test_evaluation_report_shows_each_figures_interval_and_the_paired_tests(engi
 
 
 def test_evaluation_page_offers_the_blind_set() -> None:
-    at = _app(REPO / "pages" / "2_Evaluation.py", small_kb=False)
+    at = _app(REPO / "pages" / "2_Evaluation.py")
     at.run()
     at.radio(key="eval_source").set_value("blind")
     at.run()
