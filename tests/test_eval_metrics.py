@@ -17,7 +17,8 @@ EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 
 def _bm25_is_sound(engine: Engine) -> None:
-    """A collapsed BM25 leg was seen once on a fresh clone (bench/NOTES.md): say which half broke if it recurs."""
+    """The index is aligned with the store and the reference chunk's terms are read: a cheap check that says
+    which part broke if the figures below collapse (bench/NOTES.md: once it was the metric, `_one_width`)."""
     from pipeline.chunk import prepare_chunk
     from pipeline.kb.views import bm25_terms
     from pipeline.stages.query import QueryAnalysis
