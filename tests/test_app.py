@@ -9,8 +9,10 @@ or one page script directly.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -21,7 +23,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedder must never reach for a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Finished traces go to a temp folder: a trace cached by an earlier test run must not stand in for a run.
-os.environ.setdefault("GDPOC_TRACE_CACHE", tempfile.mkdtemp(prefix="gdpoc-traces-"))
+if "GDPOC_TRACE_CACHE" not in os.environ:
+    os.environ["GDPOC_TRACE_CACHE"] = tempfile.mkdtemp(prefix="gdpoc-traces-")
+    atexit.register(shutil.rmtree, os.environ["GDPOC_TRACE_CACHE"], ignore_errors=True)  # no folder left per run
 
 from streamlit.testing.v1 import AppTest
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -133,8 +134,9 @@ def _serve(log_name: str) -> Iterator[str]:
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
     log = ARTIFACTS / log_name
+    traces = tempfile.mkdtemp(prefix="gdpoc-e2e-traces-")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "GDPOC_TRACE_CACHE": tempfile.mkdtemp(prefix="gdpoc-e2e-traces-")}
+           "GDPOC_TRACE_CACHE": traces}
     cmd = [str(REPO / ".venv" / "bin" / "streamlit"), "run", "app.py", "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     with log.open("wb") as out:
@@ -149,6 +151,7 @@ def _serve(log_name: str) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=20)
+            shutil.rmtree(traces, ignore_errors=True)
 
 
 @contextlib.contextmanager
