@@ -109,6 +109,10 @@ class EvalReport:
         return out
 
 
+_ID_WIDTH = 8  # every doc id ranx sees, the empty run's placeholder included
+_NO_PAGE = "-" * _ID_WIDTH  # a query with no ranked page: ranx needs one entry, scored 0
+
+
 def _one_width(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]
                ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, list[str]]]]:
     """The same qrels and runs with every page renamed to ``d0000042``: one id width for every call.
@@ -122,7 +126,7 @@ def _one_width(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[
     ids: dict[str, str] = {}
 
     def rename(page: str) -> str:
-        return ids.setdefault(page, f"d{len(ids):07d}")
+        return ids.setdefault(page, f"d{len(ids):0{_ID_WIDTH - 1}d}")
 
     return ({qid: {rename(p): g for p, g in docs.items()} for qid, docs in qrels.items()},
             {system: {qid: [rename(p) for p in ranking] for qid, ranking in by_q.items()}
@@ -137,7 +141,7 @@ def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]
     overall: dict[str, dict[str, float]] = {}
     per_q: dict[str, dict[str, dict[str, float]]] = {}
     for system, ranking in runs.items():
-        run_dict = {qid: {p: 1.0 / (i + 1) for i, p in enumerate(ranking.get(qid, []))} or {"dnothing": 0.0}
+        run_dict = {qid: {p: 1.0 / (i + 1) for i, p in enumerate(ranking.get(qid, []))} or {_NO_PAGE: 0.0}
                     for qid in qrels}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba's uint64 cast warning is noise here
