@@ -33,17 +33,18 @@ def test_the_dev_set_halves_split_it() -> None:
     assert not {c.id for c in tune} & {c.id for c in test}
 
 
-def test_the_blind_set_names_only_real_pages_and_labels_by_its_rule(docs_root: Path) -> None:
+@pytest.mark.parametrize(("name", "size", "split"), [("blind", 18, None), ("rule_tune", 16, "tune")])
+def test_the_rule_labelled_sets_name_only_real_pages_and_labels_by_their_rule(docs_root: Path, name: str, size: int,
+                                                                               split: str | None) -> None:
     """fixtures/eval/README.md states the rule: one grade-3 page per chunk, grades 1..3, no page both relevant
     and must-not-accept, and only pages of the corpus and prototypes of the KB."""
-    from pipeline.evaluate import BLIND_SET
-
-    labels = {json.loads(ln)["label"] for ln in (BLIND_SET.parents[1] / "labels" / "labels.jsonl").read_text()
+    path = DEV_SET.parent / f"{name}.jsonl"
+    labels = {json.loads(ln)["label"] for ln in (path.parents[1] / "labels" / "labels.jsonl").read_text()
               .splitlines() if ln.strip()}
-    chunks = load_set(BLIND_SET)
-    assert len(chunks) == 18 and len({c.id for c in chunks}) == 18
+    chunks = load_set(path)
+    assert len(chunks) == size and len({c.id for c in chunks}) == size
     for c in chunks:
-        assert c.split is None  # never split into halves: nothing is tuned on it
+        assert c.split == split  # the blind set is never split into halves: nothing is tuned on it
         assert sorted(c.relevant.values()).count(3) == 1, c.id
         assert set(c.relevant.values()) <= {1, 2, 3}, c.id
         assert not set(c.relevant) & set(c.must_not_accept), c.id
@@ -52,10 +53,10 @@ def test_the_blind_set_names_only_real_pages_and_labels_by_its_rule(docs_root: P
         assert set(c.labels) <= labels, (c.id, set(c.labels) - labels)
 
 
-def test_the_blind_set_is_not_docs_code(engine) -> None:
-    """Its chunks were written for it: none shares more than boilerplate (`extends X`, `move_and_slide()`) with
+def test_the_rule_labelled_sets_are_not_docs_code(engine) -> None:
+    """Their chunks were written for them: none shares more than boilerplate (`extends X`, `move_and_slide()`) with
     any docs code block, so no model met them in training. The reference chunk, a docs block, is the control."""
-    from pipeline.evaluate import BLIND_SET
+    from pipeline.evaluate import BLIND_SET, RULE_TUNE_SET
     from pipeline.train.data import _norm_lines
 
     blocks = [_norm_lines(b) for r in engine.store.records for b in (getattr(r, "code_blocks", None) or [])]
@@ -66,5 +67,5 @@ def test_the_blind_set_is_not_docs_code(engine) -> None:
         return max(len(mine & b) for b in blocks) / len(mine)
 
     assert most_shared(load_set(DEV_SET)[0].code) > 0.8  # dev-00 is the tutorial's own _process
-    for c in load_set(BLIND_SET):
+    for c in [*load_set(BLIND_SET), *load_set(RULE_TUNE_SET)]:
         assert most_shared(c.code) < 0.2, c.id
