@@ -35,6 +35,8 @@ from pipeline.settings import POLICIES, TRAINED, AltName, Settings
 from pipeline.stages import scope
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
+from pipeline.stages.classorder import ClassPagesUp
+from pipeline.stages.classuse import ClassUses
 from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.dimension import DimensionOrder
 from pipeline.stages.fusion import Fusion
@@ -84,6 +86,7 @@ class Prepared:
     unions: dict[AltName, UnionResult] = field(default_factory=dict)  # F's reranker reads its union
     facts: ChunkFacts | None = None  # what the features need from the chunk: Engine.facts computes it once
     renames: RuleResult | None = None  # the Godot 3 renames the chunk uses: Engine.renames finds them once
+    classes: RuleResult | None = None  # the engine classes the chunk uses: Engine.class_uses finds them once
 
     @property
     def needs_models(self) -> bool:
@@ -108,6 +111,7 @@ class Engine:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _features: FeatureBuilder | None = None
     _renames: Renames | None = None  # the rename rule, holding this KB's Godot 3 -> 4 mappings
+    _class_uses: ClassUses | None = None  # the class-use rule, holding this KB's engine classes
     _priming: threading.Event | None = None
 
     @classmethod
@@ -215,7 +219,7 @@ class Engine:
         alt.bm25 = bm.trace(b)
         alt.embedding = trace_embedding(e)
         union = Union()
-        u = prepared.unions[name] = union.run(b, e, self.renames(prepared) if s.renames else None)
+        u = prepared.unions[name] = union.run(b, e, self.rules(prepared))
         alt.union = union.trace(u)
         ranked: Sequence[RankedItem]
         if name == "D":
@@ -316,12 +320,38 @@ class Engine:
 
     def _reorder(self, prepared: Prepared, items: Sequence[RankedItem]) -> tuple[Ordered, Ordered]:
         """After fusion or the reranker, each if turned on: the other dimension's docs sections below the rest
-        (pipeline/stages/dimension.py), then, for Godot 3 code, the renames it uses first (stages/legacy.py)."""
+        (pipeline/stages/dimension.py), the class pages of the classes the code uses after its top pages
+        (stages/classorder.py), then, for Godot 3 code, the renames it uses first (stages/legacy.py).
+        Returns (moved down, moved up), the second with both rules' moves."""
         s, facts = prepared.settings, self.facts(prepared)
         ordered = DimensionOrder(self.features).run(items, facts) if s.dimension_order else Ordered(list(items), [])
-        raised = (LegacyFirst().run(ordered.items, self.renames(prepared)) if s.legacy_first
-                  else Ordered(ordered.items, []))
-        return ordered, raised
+        classes = Ordered(ordered.items, [])
+        if s.class_pages:
+            pages = {h.ref.doc_path for h in self.class_uses(prepared).hits if h.ref.doc_path}
+            classes = ClassPagesUp(s.class_pages_after).run(ordered.items, pages)
+        raised = (LegacyFirst().run(classes.items, self.renames(prepared)) if s.legacy_first
+                  else Ordered(classes.items, []))
+        up = Ordered(raised.items, classes.moved + [m for m in raised.moved if m not in classes.moved],
+                     "; ".join(filter(None, [classes.message, raised.message])))
+        return ordered, up
+
+    def rules(self, prepared: Prepared) -> RuleResult | None:
+        """What joins the union by rule, each if turned on: the Godot 3 renames, then the classes the code uses."""
+        s = prepared.settings
+        parts = [r for r in (self.renames(prepared) if s.renames else None,
+                             self.class_uses(prepared) if s.class_pages else None) if r is not None]
+        if not parts:
+            return None
+        hits = [dataclasses.replace(h, rank=n) for n, h in enumerate((h for r in parts for h in r.hits), start=1)]
+        return RuleResult(hits, sum(r.ms for r in parts))
+
+    def class_uses(self, prepared: Prepared) -> RuleResult:
+        """The engine classes the chunk uses (pipeline/stages/classuse.py), found once for D and F."""
+        if prepared.classes is None:
+            if self._class_uses is None:
+                self._class_uses = ClassUses(self.store)
+            prepared.classes = self._class_uses.run(prepared.chunk.text, self.facts(prepared))
+        return prepared.classes
 
     def renames(self, prepared: Prepared) -> RuleResult:
         """The Godot 3 → 4 renames the chunk uses (pipeline/stages/renames.py), found once: the union and

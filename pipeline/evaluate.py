@@ -286,6 +286,8 @@ def ranking_variants(with_qwen: bool = False, with_cross_encoder: bool = False,
         "F without a reranker (union order)": (coder, "F"),
         "F + learned ranker alone": (base.model_copy(update={"f_prior_weight": 0.0}), "F"),
         "F + learned ranker + RRF prior (default)": (base, "F"),
+        "D without moving up the class pages the code uses": (base.model_copy(update={"class_pages": False}), "D"),
+        "F without moving up the class pages the code uses": (base.model_copy(update={"class_pages": False}), "F"),
     })
     if with_cross_encoder:
         out["F + trained cross-encoder (FlagEmbedding)"] = (base.model_copy(update={"reranker": "bge"}), "F")

@@ -25,7 +25,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from pipeline import atomic
-from pipeline.trace import AlternativeTrace, AnyStage, Trace, ValidateRow
+from pipeline.trace import AlternativeTrace, AnyStage, Trace, UnionTrace, ValidateRow
 from pipeline.ui import charts, flow, views
 from pipeline.ui.charts import Shift
 
@@ -154,14 +154,20 @@ def part_embedding(a: AlternativeTrace, c: _Charts) -> Markup:
             + c.add(charts.similarity_bars(s.rows)) + table(views.embedding_frame(s)))
 
 
+def _rule_metrics(s: UnionTrace) -> list[tuple[str, int]]:
+    renames, classes = views.rule_counts(s)
+    return ([("Godot 3 rename rule", renames)] if renames else []) + ([("classes used (rule)", classes)]
+                                                                        if classes else [])
+
+
 def part_union(a: AlternativeTrace, c: _Charts) -> Markup:
     s = a.union
     if s is None or not s.rows:
         return stage_note(s)
     n = s.provenance_counts
     out = stage_note(s) + metrics([("candidates", s.count), ("BM25 only", n.get("bm25", 0)),
-                                   ("embedding only", n.get("embedding", 0)), ("both legs", n.get("both", 0))]
-                                  + ([("Godot 3 rename rule", n["rule"])] if n.get("rule") else []))
+                                   ("embedding only", n.get("embedding", 0)), ("both legs", n.get("both", 0)),
+                                   *_rule_metrics(s)])
     out += table(views.union_frame(s))
     if s.merged:
         out += para(f"{len(s.merged)} duplicate(s) merged:") + table(views.merged_frame(s))

@@ -86,6 +86,11 @@ class Settings(BaseModel):
     # For Godot 3 code, the rename mappings whose pattern it uses join the union as provenance "rule" (neither
     # leg finds them reliably; pipeline/stages/renames.py; measured on the tune half).
     renames: bool = True
+    # The classes the code uses (named, or defining a member it uses) join the union as "rule", and their class
+    # pages move up to follow the first class_pages_after pages (pipeline/stages/classuse.py, classorder.py;
+    # chosen on the tune half).
+    class_pages: bool = True
+    class_pages_after: int = Field(2, ge=0, le=50)
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

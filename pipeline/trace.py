@@ -21,7 +21,7 @@ from pipeline.settings import AltName, Settings
 Verdict = Literal["yes", "no", "not_run", "error", "timeout", "unparsable", "cancelled"]
 # "pending": a model stage the fast phase scheduled and the model phase has not run yet.
 Status = Literal["ok", "skipped", "error", "not_run", "pending"]
-Provenance = Literal["bm25", "embedding", "both", "rule"]  # rule: a Godot 3 rename, found by neither leg
+Provenance = Literal["bm25", "embedding", "both", "rule"]  # rule: a Godot 3 rename or a class the code uses
 StageName = Literal["query", "bm25", "embedding", "union", "fusion", "rerank", "validate"]
 PIPELINE_ORDER: tuple[StageName, ...] = ("bm25", "embedding", "union", "fusion", "rerank", "validate")
 
@@ -91,7 +91,7 @@ class UnionRow(RecordRef):
     embedding_rank: int | None = None
     similarity: float | None = None
     members: list[str] = Field(default_factory=list)  # every record id merged into this candidate
-    rule: str | None = None  # the Godot 3 code a rename rule matched (pipeline/stages/renames.py)
+    rule: str | None = None  # the code a rule matched: a Godot 3 rename (renames.py) or a class use (classuse.py)
 
 
 class RankedRow(RecordRef):
@@ -229,7 +229,7 @@ class UnionTrace(StageTrace[UnionRow]):
     name: Literal["union"] = "union"
     provenance_counts: dict[Provenance, int] = Field(default_factory=dict)
     merged: list[MergedPair] = Field(default_factory=list)
-    rules_ms: float = 0.0  # the Godot 3 rename rule's matching (pipeline/stages/renames.py); ms is the merge
+    rules_ms: float = 0.0  # the rules' matching (stages/renames.py, stages/classuse.py); ms is the merge
 
 
 class NormStats(Row):
@@ -252,7 +252,7 @@ class FusionTrace(StageTrace[FusionRow]):
     embedding_norm: NormStats | None = None
     bm25_floor: float | None = None  # min-max: a weak best BM25 score is not stretched to 1
     moved_down: list[str] = Field(default_factory=list)  # other-dimension docs sections (stages/dimension.py)
-    moved_up: list[str] = Field(default_factory=list)  # Godot 3 code: the renames it uses (stages/legacy.py)
+    moved_up: list[str] = Field(default_factory=list)  # class pages the code uses, Godot 3 renames (classorder, legacy)
 
 
 class RerankTrace(StageTrace[RerankRow]):
@@ -262,7 +262,7 @@ class RerankTrace(StageTrace[RerankRow]):
     scored: int = 0  # candidates the reranker actually scored
     bias: float | None = None  # the learned ranker's score before any feature (the contributions add to it)
     moved_down: list[str] = Field(default_factory=list)  # other-dimension docs sections (stages/dimension.py)
-    moved_up: list[str] = Field(default_factory=list)  # Godot 3 code: the renames it uses (stages/legacy.py)
+    moved_up: list[str] = Field(default_factory=list)  # class pages the code uses, Godot 3 renames (classorder, legacy)
 
 
 class ValidateTrace(StageTrace[ValidateRow]):

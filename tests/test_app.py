@@ -364,7 +364,8 @@ def test_union_panel_says_which_godot3_renames_joined_by_rule() -> None:
     at.button(key="main_run").click()
     at.run()
     assert not at.exception, _problems(at)
-    assert any("joined as `rule`" in c.value and "rename rule matched" in c.value for c in at.caption), \
+    assert any("Joined as `rule`" in c.value and "Godot 3 → 4 rename" in c.value and "rule matched" in c.value
+               for c in at.caption), \
         [c.value for c in at.caption]
 
 

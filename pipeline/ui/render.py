@@ -152,10 +152,14 @@ def panel_union(trace: Trace) -> None:
         c1.metric("BM25 only", counts.get("bm25", 0))
         c2.metric("embedding only", counts.get("embedding", 0))
         c3.metric("both legs", counts.get("both", 0))
-        if counts.get("rule"):
-            st.caption(f"{counts['rule']} Godot 3 → 4 rename mapping(s) joined as `rule`: the code is Godot 3 and "
-                       "uses their old spelling, which neither leg found (column *rename rule matched*; "
-                       f"matched in {stage.rules_ms:.1f} ms).")
+        renames, classes = views.rule_counts(stage)
+        if renames or classes:
+            said = ([f"{renames} Godot 3 → 4 rename mapping(s): the code is Godot 3 and uses their old spelling"]
+                    if renames else []) + ([f"{classes} engine class(es) the code uses: it names them or uses a "
+                                            "member they define; their class pages follow the top pages after "
+                                            "ranking"] if classes else [])
+            st.caption(f"Joined as `rule` ({counts.get('rule', 0)} found by neither leg): " + "; ".join(said)
+                       + f" (column *rule matched*; matched in {stage.rules_ms:.1f} ms).")
         st.dataframe(views.union_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
             "BM25 score": st.column_config.NumberColumn(format="%.2f"),
             "similarity": st.column_config.NumberColumn(format="%.3f")})

@@ -59,8 +59,14 @@ def union_frame(stage: UnionTrace) -> pd.DataFrame:
     return pd.DataFrame([{"union rank": r.union_rank, "record": r.name, "found by": r.provenance,
                           "BM25 rank": r.bm25_rank, "embedding rank": r.embedding_rank,
                           "BM25 score": r.bm25_score, "similarity": r.similarity,
-                          "merged records": len(r.members), "rename rule matched": r.rule,
+                          "merged records": len(r.members), "rule matched": r.rule,
                           "record_id": r.record_id} for r in stage.rows])
+
+
+def rule_counts(stage: UnionTrace) -> tuple[int, int]:
+    """(Godot 3 renames, classes the code uses) that a rule marked in the union, found by a leg or not."""
+    renames = sum(1 for r in stage.rows if r.rule and r.source.startswith("migrating/"))
+    return renames, sum(1 for r in stage.rows if r.rule) - renames
 
 
 def merged_frame(stage: UnionTrace) -> pd.DataFrame:

@@ -1,0 +1,147 @@
+"""Stage 1d: the engine classes the code uses, whose class-reference pages join the union as a rule.
+
+Class pages are where both rankers lose most (bench/NOTES.md): they rank the tutorial
+sections well and the class pages of the code's own classes anywhere from 3rd to 50th.
+Yet whether code uses a class is not a matter of similarity. The code either
+- names it: `extends CharacterBody2D`, `var nav: NavigationAgent2D`, `Tween.new()`, `Input.x`, `$Timer.start()`;
+- or uses a member the class defines: `global_position` in a CharacterBody2D script is Node2D's,
+  found through the ``Inherits`` chain its api_mapping record carries.
+Built-in Variant types (Vector2, Color, …) and Object, RefCounted and Node are left out: nearly
+every script uses them, so they say nothing about this one. Each class found joins the union
+as provenance ``rule`` (its api_mapping record, with the code that uses it), and
+stages/classorder.py moves its page up. About 1 ms; chosen on the tune half (bench/NOTES.md).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from pipeline.features import ChunkFacts
+from pipeline.gdlex import code_only
+from pipeline.kb.store import KBStore
+from pipeline.records import ApiMapping
+from pipeline.stages.results import RuleHit, RuleResult
+from pipeline.trace import RecordRef
+
+# Every script uses these: their pages say nothing about this code (Node's own members are as common).
+VARIANT_TYPES = frozenset({
+    "Vector2", "Vector2i", "Vector3", "Vector3i", "Vector4", "Vector4i", "Color", "Array", "Dictionary", "String",
+    "StringName", "NodePath", "Transform2D", "Transform3D", "Basis", "Quaternion", "Rect2", "Rect2i", "AABB",
+    "Plane", "Projection", "Callable", "Signal", "RID", "int", "float", "bool", "PackedByteArray",
+    "PackedInt32Array", "PackedInt64Array", "PackedFloat32Array", "PackedFloat64Array", "PackedStringArray",
+    "PackedVector2Array", "PackedVector3Array", "PackedVector4Array", "PackedColorArray"})
+TOO_COMMON = VARIANT_TYPES | {"Object", "RefCounted", "Node"}
+
+_NAME = r"[A-Z]\w*"
+_INHERITS = re.compile(r"Inherits ([\w@ <]+)\.")
+_EXTENDS = re.compile(rf"^[ \t]*extends[ \t]+({_NAME})", re.M)
+# what names a class: a type (`: T`, `-> T`, `as T`, `is T`, `Array[T]`), an instance (`T.new(`),
+# a singleton or static (`T.member`)
+_NAMING = (re.compile(rf"\b[a-z_]\w*[ \t]*(?<!:):[ \t]*({_NAME})\b"), re.compile(rf"->[ \t]*({_NAME})\b"),
+           re.compile(rf"\b(?:as|is)[ \t]+({_NAME})\b"), re.compile(rf"\[[ \t]*({_NAME})[ \t]*\]"),
+           re.compile(rf"(?<![\w.$%])({_NAME})[ \t]*\.[ \t]*[a-z_]\w*"))
+_TYPED_VAR = re.compile(rf"\b([a-z_]\w*)[ \t]*:[ \t]*({_NAME})\b")  # `var nav: NavigationAgent2D`, `(body: Node2D`
+_NEW_VAR = re.compile(rf"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*({_NAME})\.new\(")
+_NODE_VAR = re.compile(rf"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*[$%](?:%?\w+/)*%?({_NAME})\b(?![ \t]*\.)")
+_AS_VAR = re.compile(rf"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[^\n]*\bas[ \t]+({_NAME})\b")
+_NODE_USE = re.compile(rf"[$%](?:\w+/)*%?({_NAME})[ \t]*\.[ \t]*([a-z_]\w*)")
+_MEMBER_USE = re.compile(r"(?<![\w.$%])([a-z_]\w*)[ \t]*\.[ \t]*([a-z_]\w*)")
+_BARE = re.compile(r"(?<![\w.$%@])([a-z_]\w*)\b")
+_DECLARED = re.compile(r"\b(?:var|const|func|signal|for|enum|class)[ \t]+([a-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class EngineClass:
+    page: str  # its class-reference page
+    record_id: str  # its class api_mapping (`api:Timer`)
+    parents: tuple[str, ...]  # nearest first
+    members: dict[str, str] = field(default_factory=dict)  # member -> its api_mapping id
+
+
+@dataclass(frozen=True)
+class ClassUse:
+    """One engine class the code uses, and how."""
+
+    name: str
+    record_id: str  # the record that joins the union: the member's mapping, or the class's own
+    use: str  # what in the code uses it, for the union row
+
+
+@dataclass
+class ClassUses:
+    store: KBStore
+    name = "class use"
+
+    @cached_property
+    def classes(self) -> dict[str, EngineClass]:
+        """Engine classes of this KB, from their api_mapping records (a KB without them finds nothing)."""
+        heads: dict[str, ApiMapping] = {}
+        members: dict[str, dict[str, str]] = {}
+        for r in self.store.records:
+            if not isinstance(r, ApiMapping) or not r.source.startswith("class/") or not r.doc_path:
+                continue
+            cls, _, member = r.source_api.partition(".")
+            if not member:
+                heads[cls] = r
+            elif member.isidentifier():
+                members.setdefault(cls, {}).setdefault(member, r.id)
+        out = {}
+        for cls, r in heads.items():
+            m = _INHERITS.search(r.description)
+            parents = tuple(p.strip() for p in m.group(1).split("<")) if m else ()
+            out[cls] = EngineClass(r.doc_path or "", r.id, parents, members.get(cls, {}))
+        return out
+
+    def defining(self, cls: str, member: str) -> str | None:
+        """The class in ``cls``'s chain (itself first) that defines ``member``."""
+        for c in (cls, *self.classes[cls].parents) if cls in self.classes else ():
+            if member in (self.classes[c].members if c in self.classes else {}):
+                return c
+        return None
+
+    def run(self, code: str, facts: ChunkFacts) -> RuleResult:
+        """The classes ``code`` uses, in order of first use; none for another language."""
+        t0 = time.perf_counter()
+        hits: list[RuleHit] = []
+        if not facts.foreign and self.classes:
+            for use in self.uses(code):
+                hits.append(RuleHit(RecordRef.of(self.store.get(use.record_id)), len(hits) + 1, use.use))
+        return RuleResult(hits, (time.perf_counter() - t0) * 1000)
+
+    def uses(self, code: str) -> list[ClassUse]:
+        found: dict[str, ClassUse] = {}
+        for cls, use, member in self._named(code_only(code)):
+            if cls in self.classes and cls not in TOO_COMMON and cls not in found:
+                rid = self.classes[cls].members.get(member, self.classes[cls].record_id) if member else None
+                found[cls] = ClassUse(cls, rid or self.classes[cls].record_id, use)
+        return list(found.values())
+
+    def _named(self, text: str) -> Iterator[tuple[str, str, str | None]]:
+        """(class, the code that uses it, the member used or None), named classes first."""
+        base = _EXTENDS.search(text)
+        if base:
+            yield base.group(1), base.group(0).strip(), None
+        for rx in _NAMING:
+            for m in rx.finditer(text):
+                yield m.group(1), m.group(0).strip(), None
+        yield from self._defined(text, base.group(1) if base else None)
+
+    def _defined(self, text: str, base: str | None) -> Iterator[tuple[str, str, str | None]]:
+        """Classes that define a member the code uses on a typed variable, a `$Node` or itself."""
+        types = {v: t for rx in (_TYPED_VAR, _NEW_VAR, _AS_VAR, _NODE_VAR) for v, t in rx.findall(text)
+                 if t in self.classes}
+        used = [(types[v], f"{v}.{member}", member) for v, member in _MEMBER_USE.findall(text) if v in types]
+        used += [(m.group(1), m.group(0), m.group(2)) for m in _NODE_USE.finditer(text) if m.group(1) in self.classes]
+        if base in self.classes:
+            own = set(_DECLARED.findall(text)) | set(types)
+            used += [(base, n, n) for n in _BARE.findall(text) if n not in own]
+            used += [(base, f"self.{member}", member) for v, member in _MEMBER_USE.findall(text) if v == "self"]
+        for cls, shown, member in used:
+            owner = self.defining(cls, member)
+            if owner is not None:
+                via = "" if owner == cls else f" (defined in {owner}, which {cls} inherits)"
+                yield owner, f"{shown}{via}", member

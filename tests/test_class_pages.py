@@ -1,0 +1,103 @@
+"""The classes the code uses join the union by rule, and their class pages follow the top pages.
+
+Real KB, no model: stages/classuse.py reads the class reference's api_mapping records, and
+stages/classorder.py only re-orders what the ranking holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.engine import Engine
+from pipeline.settings import Settings
+from pipeline.stages.classorder import ClassPagesUp
+from pipeline.stages.classuse import ClassUses
+from pipeline.stages.results import RankedItem, UnionCandidate
+from pipeline.trace import RecordRef
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = Settings(run_validator=False)
+
+
+@pytest.fixture(scope="module")
+def uses(engine: Engine) -> ClassUses:
+    return ClassUses(engine.store)
+
+
+def _found(uses: ClassUses, code: str) -> dict[str, str]:
+    return {u.name: u.use for u in uses.uses(code)}
+
+
+def test_named_classes_and_the_classes_that_define_the_members_used(uses: ClassUses) -> None:
+    code = ("extends CharacterBody2D\n\n@onready var nav: NavigationAgent2D = $Nav\n"
+            "@onready var btn := $B as Button\n\nfunc _physics_process(delta: float) -> void:\n"
+            "\tglobal_position += velocity * delta\n"
+            "\tbtn.pressed.connect(queue_free)\n\tif nav.is_navigation_finished():\n\t\tmove_and_slide()\n"
+            "\t$AnimatedSprite2D.play(\"run\")\n")
+    found = _found(uses, code)
+    assert found["CharacterBody2D"] == "extends CharacterBody2D"
+    assert found["NavigationAgent2D"] == "nav: NavigationAgent2D"
+    assert found["Button"] == "as Button"
+    # members resolve through the Inherits chain to the class that defines them
+    assert found["Node2D"] == "global_position (defined in Node2D, which CharacterBody2D inherits)"
+    assert found["BaseButton"] == "btn.pressed (defined in BaseButton, which Button inherits)"
+    assert found["AnimatedSprite2D"] == "$AnimatedSprite2D.play"
+    # what every script uses says nothing: Node (queue_free), Object, Variant types
+    assert "Node" not in found and "Vector2" not in found and "Object" not in found
+
+
+def test_the_reference_chunk_uses_input_and_animatedsprite2d(uses: ClassUses) -> None:
+    found = _found(uses, (ROOT / "fixtures" / "reference_chunk.gd").read_text())
+    assert found == {"Input": "Input.is_action_pressed", "AnimatedSprite2D": "$AnimatedSprite2D.play"}
+
+
+def test_comments_strings_and_other_languages_name_nothing(engine: Engine, uses: ClassUses) -> None:
+    assert _found(uses, '# extends Camera3D\nfunc f():\n\tprint("Input.is_action_pressed and Timer.new()")\n') == {}
+    code = "public class Player : MonoBehaviour {\n  void Update() { var t = Input.GetAxis(\"Horizontal\"); }\n}\n"
+    prepared = engine.prepare(code, FAST)
+    assert engine.class_uses(prepared).hits == []
+
+
+def _items(pages: list[str | None]) -> list[RankedItem]:
+    out = []
+    for n, page in enumerate(pages, start=1):
+        rid = f"r{n}"
+        ref = RecordRef(record_id=rid, kind="label_prototype" if page is None else "docs_chunk", source=rid,
+                        doc_path=page)
+        cand = UnionCandidate(rid, ref, [rid], "bm25", n, 1.0, None, None, n)
+        out.append(RankedItem(cand, n, 1.0 / n))
+    return out
+
+
+def test_class_pages_follow_the_top_pages_in_their_own_order() -> None:
+    items = _items([None, "t/a.rst", "t/a.rst", "t/b.rst", "t/c.rst", "classes/x.rst", "t/d.rst", "classes/y.rst",
+                    "classes/x.rst"])
+    out = ClassPagesUp(2).run(items, {"classes/x.rst", "classes/y.rst", "classes/z.rst"})
+    # the label and both pages above stay; x's best record, then y's, follow; the rest keeps its order
+    assert [it.candidate.record_id for it in out.items] == ["r1", "r2", "r3", "r4", "r6", "r8", "r5", "r7", "r9"]
+    assert [it.rank for it in out.items] == list(range(1, 10))
+    assert out.moved == ["r6", "r8"] and "2 class pages" in out.message
+    # a class page already among the top pages stays, and nothing else moves
+    same = ClassPagesUp(2).run(items, {"t/a.rst"})
+    assert same.items == items and same.moved == [] and same.message == ""
+
+
+def test_the_engine_moves_the_class_pages_and_says_so(engine: Engine) -> None:
+    code = ("extends CharacterBody2D\n\n@onready var nav: NavigationAgent2D = $NavigationAgent2D\n\n"
+            "func _physics_process(_delta: float) -> void:\n\tif nav.is_navigation_finished():\n\t\treturn\n"
+            "\tvelocity = global_position.direction_to(nav.get_next_path_position()) * 120.0\n\tmove_and_slide()\n")
+    on = engine.run(code, FAST)
+    off = engine.run(code, Settings(run_validator=False, class_pages=False))
+    for name in ("D", "F"):
+        alt, base = on.alternatives[name], off.alternatives[name]
+        stage = alt.fusion if name == "D" else alt.rerank
+        assert stage is not None and "class page" in stage.message and stage.moved_up
+        pages = list(dict.fromkeys(r.doc_path for r in alt.final if r.doc_path))
+        before = list(dict.fromkeys(r.doc_path for r in base.final if r.doc_path))
+        assert pages[:2] == before[:2]  # the top pages keep their place
+        wanted = {f"classes/class_{c}.rst" for c in ("characterbody2d", "navigationagent2d", "node2d")}
+        assert wanted <= set(pages[2:5]), pages[:8]
+        union = alt.union
+        assert union is not None and any(r.rule == "extends CharacterBody2D" for r in union.rows)
