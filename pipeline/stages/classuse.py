@@ -104,7 +104,8 @@ class ClassUses:
         return None
 
     def run(self, code: str, facts: ChunkFacts) -> RuleResult:
-        """The classes ``code`` uses, in order of first use; none for another language."""
+        """The classes ``code`` uses (named ones first, then those defining a member it uses); none for another
+        language."""
         t0 = time.perf_counter()
         hits: list[RuleHit] = []
         if not facts.foreign and self.classes:
@@ -113,6 +114,7 @@ class ClassUses:
         return RuleResult(hits, (time.perf_counter() - t0) * 1000)
 
     def uses(self, code: str) -> list[ClassUse]:
+        """Each engine class once, with the first use found; comments and strings do not count."""
         found: dict[str, ClassUse] = {}
         for cls, use, member in self._named(code_only(code)):
             if cls in self.classes and cls not in TOO_COMMON and cls not in found:
