@@ -48,6 +48,16 @@ def test_named_classes_and_the_classes_that_define_the_members_used(uses: ClassU
     assert "Node" not in found and "Vector2" not in found and "Object" not in found
 
 
+def test_one_line_class_name_constants_and_overridden_virtuals(uses: ClassUses) -> None:
+    code = ("class_name Star extends Node2D\n\nfunc _draw() -> void:\n\tdraw_circle(Vector2.ZERO, 4.0, Color.RED)\n\n"
+            "func pop() -> void:\n\tcreate_tween().set_trans(Tween.TRANS_BACK)\n")
+    found = _found(uses, code)
+    assert found["Node2D"] == "class_name Star extends Node2D"
+    assert found["Tween"] == "Tween.TRANS_BACK"  # a constant names its class too
+    # overriding a virtual uses the class that declares it; the script's own funcs (pop) are not members
+    assert found["CanvasItem"] == "_draw (defined in CanvasItem, which Node2D inherits)"
+
+
 def test_the_reference_chunk_uses_input_and_animatedsprite2d(uses: ClassUses) -> None:
     found = _found(uses, (ROOT / "fixtures" / "reference_chunk.gd").read_text())
     assert found == {"Input": "Input.is_action_pressed", "AnimatedSprite2D": "$AnimatedSprite2D.play"}

@@ -64,7 +64,14 @@ def test_report_has_every_section_chart_and_the_final_jsonl(fast_trace: Trace) -
         items = [FinalItem.model_validate_json(line) for line in html_lib.unescape(block).splitlines()]
         assert items == alt.final
     assert "<script>alert" not in render_report(fast_trace, origin="<script>alert(1)</script>")
-    assert "Godot 3 rename rule" not in html  # Godot 4 code: no rule rows, no count
+    assert "Godot 3 rename rule" not in html  # Godot 4 code: no rename rows, no count
+    # the classes it uses (Input, AnimatedSprite2D) are counted, each with the code that uses it
+    union = fast_trace.alternatives["D"].union
+    assert union is not None
+    classes = [r for r in union.rows if r.rule]
+    assert {r.source for r in classes} == {"class/Input", "class/AnimatedSprite2D"}, classes
+    assert '<b>2</b><span>classes used (rule)</span>' in html
+    assert all(html_lib.escape(r.rule or "") in html for r in classes)
 
 
 def test_report_counts_the_godot3_renames_and_shows_the_code_they_matched(engine: Engine) -> None:
@@ -72,11 +79,11 @@ def test_report_counts_the_godot3_renames_and_shows_the_code_they_matched(engine
     union = trace.alternatives["D"].union
     assert union is not None and union.provenance_counts["rule"] > 0  # D's legs find no rename for it
     html = render_report(trace, origin="godot3_player.gd")
-    assert "Godot 3 rename rule" in html and "rule matched" in html
-    rule = next(r for r in union.rows if r.provenance == "rule")
+    renames = [r for r in union.rows if r.rule and r.source.startswith("migrating/")]
+    assert renames and "Godot 3 rename rule" in html
     import html as html_lib
 
-    assert html_lib.escape(rule.rule or "") in html
+    assert all(html_lib.escape(r.rule or "") in html for r in renames)
 
 
 def test_cli_run_writes_the_report(tmp_path: Path) -> None:

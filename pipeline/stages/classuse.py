@@ -38,20 +38,23 @@ TOO_COMMON = VARIANT_TYPES | {"Object", "RefCounted", "Node"}
 
 _NAME = r"[A-Z]\w*"
 _INHERITS = re.compile(r"Inherits ([\w@ <]+)\.")
-_EXTENDS = re.compile(rf"^[ \t]*extends[ \t]+({_NAME})", re.M)
+_EXTENDS = re.compile(rf"^[ \t]*(?:class_name[ \t]+\w+[ \t]+)?extends[ \t]+({_NAME})", re.M)
 # what names a class: a type (`: T`, `-> T`, `as T`, `is T`, `Array[T]`), an instance (`T.new(`),
 # a singleton or static (`T.member`)
 _NAMING = (re.compile(rf"\b[a-z_]\w*[ \t]*(?<!:):[ \t]*({_NAME})\b"), re.compile(rf"->[ \t]*({_NAME})\b"),
            re.compile(rf"\b(?:as|is)[ \t]+({_NAME})\b"), re.compile(rf"\[[ \t]*({_NAME})[ \t]*\]"),
-           re.compile(rf"(?<![\w.$%])({_NAME})[ \t]*\.[ \t]*[a-z_]\w*"))
+           re.compile(rf"(?<![\w.$%])({_NAME})[ \t]*\.[ \t]*[A-Za-z_]\w*"))
 _TYPED_VAR = re.compile(rf"\b([a-z_]\w*)[ \t]*:[ \t]*({_NAME})\b")  # `var nav: NavigationAgent2D`, `(body: Node2D`
 _NEW_VAR = re.compile(rf"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*({_NAME})\.new\(")
 _NODE_VAR = re.compile(rf"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*[$%](?:%?\w+/)*%?({_NAME})\b(?![ \t]*\.)")
-_AS_VAR = re.compile(rf"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[^\n]*\bas[ \t]+({_NAME})\b")
+# anchored at the line start: an unanchored `[^\n]*` would rescan a long line once per `var` in it
+_AS_VAR = re.compile(rf"^[ \t]*(?:@\w+[ \t]+|static[ \t]+)*var[ \t]+([a-z_]\w*)[ \t]*:?=[^\n]*\bas[ \t]+({_NAME})\b",
+                     re.M)
 _NODE_USE = re.compile(rf"[$%](?:\w+/)*%?({_NAME})[ \t]*\.[ \t]*([a-z_]\w*)")
 _MEMBER_USE = re.compile(r"(?<![\w.$%])([a-z_]\w*)[ \t]*\.[ \t]*([a-z_]\w*)")
 _BARE = re.compile(r"(?<![\w.$%@])([a-z_]\w*)\b")
-_DECLARED = re.compile(r"\b(?:var|const|func|signal|for|enum|class)[ \t]+([a-z_]\w*)")
+_DECLARED = re.compile(r"\b(?:var|const|signal|for|enum|class)[ \t]+([a-z_]\w*)")
+_FUNC = re.compile(r"\bfunc[ \t]+([a-z_]\w*)")
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,9 @@ class ClassUses:
         used = [(types[v], f"{v}.{member}", member) for v, member in _MEMBER_USE.findall(text) if v in types]
         used += [(m.group(1), m.group(0), m.group(2)) for m in _NODE_USE.finditer(text) if m.group(1) in self.classes]
         if base in self.classes:
-            own = set(_DECLARED.findall(text)) | set(types)
+            # the script's own names; a func the base chain defines overrides a virtual (`_draw`), a use
+            own = (set(_DECLARED.findall(text)) | set(types)
+                   | {f for f in _FUNC.findall(text) if self.defining(base, f) is None})
             used += [(base, n, n) for n in _BARE.findall(text) if n not in own]
             used += [(base, f"self.{member}", member) for v, member in _MEMBER_USE.findall(text) if v == "self"]
         for cls, shown, member in used:

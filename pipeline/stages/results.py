@@ -56,7 +56,7 @@ class EmbeddingResult:
 
 @dataclass(frozen=True)
 class RuleHit:
-    """A record a rule found in the code (stages/renames.py): ``use`` is the code it matched."""
+    """A record a rule found in the code (stages/renames.py, stages/classuse.py): ``use`` is the code it matched."""
 
     ref: RecordRef
     rank: int
@@ -80,7 +80,7 @@ class UnionCandidate:
     embedding_rank: int | None
     similarity: float | None
     union_rank: int  # order by best leg rank: the "before" of later rank shifts
-    rule: str | None = None  # the code a rename rule matched (stages/renames.py), if one did
+    rule: str | None = None  # the code a rule matched (stages/renames.py, stages/classuse.py), if one did
 
     @property
     def record_id(self) -> str:
@@ -92,7 +92,7 @@ class UnionResult:
     candidates: list[UnionCandidate]
     merged: list[tuple[str, str]]  # (kept record id, merged record id) pairs
     ms: float
-    rules_ms: float = 0.0  # the rename rule's own time (stages/renames.py), before the merge
+    rules_ms: float = 0.0  # the rules' own time (stages/renames.py, stages/classuse.py), before the merge
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class RankedItem:
 
 @dataclass(frozen=True)
 class Ordered:
-    """A ranking that a rule re-ordered after fusion or the reranker (stages/dimension.py, stages/legacy.py)."""
+    """A ranking that a rule re-ordered after fusion or the reranker (stages/dimension.py, classorder.py, legacy.py)."""
 
     items: list[RankedItem]  # the same items, re-ranked 1..n
     moved: list[str]  # record ids the rule moved, in their old order

@@ -158,8 +158,9 @@ def panel_union(trace: Trace) -> None:
                     if renames else []) + ([f"{classes} engine class(es) the code uses: it names them or uses a "
                                             "member they define; their class pages follow the top pages after "
                                             "ranking"] if classes else [])
-            st.caption(f"Joined as `rule` ({counts.get('rule', 0)} found by neither leg): " + "; ".join(said)
-                       + f" (column *rule matched*; matched in {stage.rules_ms:.1f} ms).")
+            alone = counts.get("rule", 0)
+            head = "Joined as `rule`" + (f" ({alone} found by neither leg)" if alone else "")
+            st.caption(f"{head}: " + "; ".join(said) + f" (column *rule matched*; matched in {stage.rules_ms:.1f} ms).")
         st.dataframe(views.union_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
             "BM25 score": st.column_config.NumberColumn(format="%.2f"),
             "similarity": st.column_config.NumberColumn(format="%.3f")})
