@@ -42,9 +42,10 @@ class ClassPagesUp:
             if page in pages and page not in seen:
                 seen.add(page)
                 moved.append(it)
+        was = {id(it): n for n, it in enumerate(items)}
         ids = {id(it) for it in moved}
         order = top + moved + [it for it in rest if id(it) not in ids]
-        up = [it.candidate.record_id for n, it in enumerate(order, start=1) if id(it) in ids and n < it.rank]
+        up = [it.candidate.record_id for n, it in enumerate(order) if id(it) in ids and n < was[id(it)]]
         if not up:
             return Ordered(list(items), [])
         ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(order, start=1)]

@@ -59,7 +59,6 @@ _FUNC = re.compile(r"\bfunc[ \t]+([a-z_]\w*)")
 
 @dataclass(frozen=True)
 class EngineClass:
-    page: str  # its class-reference page
     record_id: str  # its class api_mapping (`api:Timer`)
     parents: tuple[str, ...]  # nearest first
     members: dict[str, str] = field(default_factory=dict)  # member -> its api_mapping id
@@ -96,15 +95,14 @@ class ClassUses:
         for cls, r in heads.items():
             m = _INHERITS.search(r.description)
             parents = tuple(p.strip() for p in m.group(1).split("<")) if m else ()
-            out[cls] = EngineClass(r.doc_path or "", r.id, parents, members.get(cls, {}))
+            out[cls] = EngineClass(r.id, parents, members.get(cls, {}))
         return out
 
     def defining(self, cls: str, member: str) -> str | None:
         """The class in ``cls``'s chain (itself first) that defines ``member``."""
-        for c in (cls, *self.classes[cls].parents) if cls in self.classes else ():
-            if member in (self.classes[c].members if c in self.classes else {}):
-                return c
-        return None
+        own = self.classes.get(cls)
+        chain = (cls, *own.parents) if own else ()
+        return next((c for c in chain if c in self.classes and member in self.classes[c].members), None)
 
     def run(self, code: str, facts: ChunkFacts) -> RuleResult:
         """The classes ``code`` uses (named ones first, then those defining a member it uses); none for another
@@ -121,8 +119,8 @@ class ClassUses:
         found: dict[str, ClassUse] = {}
         for cls, use, member in self._named(code_only(code)):
             if cls in self.classes and cls not in TOO_COMMON and cls not in found:
-                rid = self.classes[cls].members.get(member, self.classes[cls].record_id) if member else None
-                found[cls] = ClassUse(cls, rid or self.classes[cls].record_id, use)
+                info = self.classes[cls]
+                found[cls] = ClassUse(cls, info.members.get(member, info.record_id) if member else info.record_id, use)
         return list(found.values())
 
     def _named(self, text: str) -> Iterator[tuple[str, str, str | None]]:
@@ -139,14 +137,15 @@ class ClassUses:
         """Classes that define a member the code uses on a typed variable, a `$Node` or itself."""
         types = {v: t for rx in (_TYPED_VAR, _NEW_VAR, _AS_VAR, _NODE_VAR) for v, t in rx.findall(text)
                  if t in self.classes}
-        used = [(types[v], f"{v}.{member}", member) for v, member in _MEMBER_USE.findall(text) if v in types]
+        dotted = _MEMBER_USE.findall(text)
+        used = [(types[v], f"{v}.{member}", member) for v, member in dotted if v in types]
         used += [(m.group(1), m.group(0), m.group(2)) for m in _NODE_USE.finditer(text) if m.group(1) in self.classes]
         if base in self.classes:
             # the script's own names; a func the base chain defines overrides a virtual (`_draw`), a use
             own = (set(_DECLARED.findall(text)) | set(types)
                    | {f for f in _FUNC.findall(text) if self.defining(base, f) is None})
             used += [(base, n, n) for n in _BARE.findall(text) if n not in own]
-            used += [(base, f"self.{member}", member) for v, member in _MEMBER_USE.findall(text) if v == "self"]
+            used += [(base, f"self.{member}", member) for v, member in dotted if v == "self"]
         for cls, shown, member in used:
             owner = self.defining(cls, member)
             if owner is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.kb.migrating import SOURCE as RENAMES_SOURCE
 from pipeline.settings import AltName
 from pipeline.trace import (
     PIPELINE_ORDER,
@@ -65,7 +66,7 @@ def union_frame(stage: UnionTrace) -> pd.DataFrame:
 
 def rule_counts(stage: UnionTrace) -> tuple[int, int]:
     """(Godot 3 renames, classes the code uses) that a rule marked in the union, found by a leg or not."""
-    renames = sum(1 for r in stage.rows if r.rule and r.source.startswith("migrating/"))
+    renames = sum(1 for r in stage.rows if r.rule and r.source == RENAMES_SOURCE)
     return renames, sum(1 for r in stage.rows if r.rule) - renames
 
 
