@@ -18,10 +18,14 @@ def table() -> list[dict]:
 
 def test_the_table_names_its_origins_and_labels(table: list[dict]) -> None:
     origins = {r["origin"] for r in table}
-    assert origins == {"dev-tune", "rule-tune", "docs"}
+    assert origins == {"dev-tune", "rule-tune", "docs", "docs-own"}
     labels = [r for r in table if r["kind_label"] == 1]
     # label prototypes are labelled by the tune sets' hand labels, so some are relevant, and none come from docs
-    assert labels and any(r["label"] for r in labels) and all(r["origin"] != "docs" for r in labels)
+    assert labels and any(r["label"] for r in labels) and all(r["origin"].endswith("tune") for r in labels)
+    # a crop's own records are on its own page: every one is relevant, and most hold much of the crop
+    own = [r for r in table if r["origin"] == "docs-own"]
+    assert own and all(r["label"] == 1 for r in own)
+    assert sum(r["coverage"] >= 0.5 for r in own) >= len(own) / 3
 
 
 def test_the_fit_is_deterministic_and_reaches_its_precision_on_the_tune_rows(table: list[dict]) -> None:
@@ -29,20 +33,18 @@ def test_the_fit_is_deterministic_and_reaches_its_precision_on_the_tune_rows(tab
     model, stats = fit(table, recipe)
     again, _ = fit(table, recipe)
     assert model.to_json() == again.to_json()
-    tune = [r for r in table if r["origin"] == "dev-tune" and r["margin"] is not None]
-    acc = [r for r in tune if model.full.p(r)[0] >= model.threshold]
-    assert acc and sum(r["label"] for r in acc) / len(acc) >= recipe.precision
-    fitted = [r for r in table if r["margin"] is not None and r["origin"] in recipe.fit_origins]
-    assert stats["rows"] == len(fitted)
+    # the threshold reaches the precision out of fold on each tune set, and accepts a fair share there
+    for origin in recipe.tune_origins:
+        key = origin.replace("-", "_")
+        assert stats[f"oof_precision_{key}"] >= recipe.precision
+        assert stats[f"oof_recall_{key}"] > 0.3
+    assert stats["rows"] == len([r for r in table if r["margin"] is not None])
 
 
-def test_the_rule_tune_rows_are_scored_but_not_fitted(table: list[dict]) -> None:
-    # The rule tune set's rows change nothing in the model; they measure it on rows it never saw.
-    model, stats = fit(table, AcceptRecipe())
-    without, _ = fit([r for r in table if r["origin"] != "rule-tune"], AcceptRecipe())
-    assert model.to_json() == without.to_json()
-    # p still ranks them well above chance, though their labeller grades every class page the code uses
-    assert 0.65 < stats["auc_rule_tune"] < 1.0
+def test_the_rule_tune_rows_weigh_in_the_fit(table: list[dict]) -> None:
+    model, _ = fit(table, AcceptRecipe())
+    without, _ = fit(table, AcceptRecipe(rule_weight=0.0))
+    assert model.to_json() != without.to_json()
 
 
 def test_qwen_joins_the_model_only_when_it_helps(table: list[dict]) -> None:
@@ -80,6 +82,7 @@ def test_records_of_one_page_in_the_judged_list_separate_better_out_of_fold(tabl
     tune = np.array([r["origin"] == "dev-tune" for r in rows])
     auc = {}
     for key, names in (("with", list(FREE)), ("without", [n for n in FREE if n != "page_rows"])):
-        _, oof = _fit_linear(np.array([[r[n] for n in names] for r in rows]), y, groups, names, AcceptRecipe())
+        _, oof = _fit_linear(np.array([[r[n] for n in names] for r in rows]), y, groups, names, AcceptRecipe(),
+                             np.ones(len(y)))
         auc[key] = _auc(y[tune], oof[tune])
     assert auc["with"] > auc["without"] + 0.03, auc

@@ -59,6 +59,7 @@ def status_lines(kb_hash: str) -> list[str]:
         detail = {k: v for k, v in d.items() if k in ("queries", "steps", "val_ndcg@10", "val_ndcg@10_base", "rows",
                                                        "val", "threshold", "ask_above", "asked_share",
                                                        "uses_qwen", "oof_auc_tune_free",
-                                                       "oof_auc_tune_with_qwen", "auc_rule_tune")}
+                                                       "oof_auc_tune_with_qwen", "oof_auc_dev_tune",
+                                                       "oof_recall_dev_tune", "oof_auc_rule_tune")}
         out.append(f"{kind:<14} ready         {folder}\n{'':<14} {detail}")
     return out
