@@ -93,9 +93,9 @@ def models_train(
 
 @train_app.command("accept-table")
 def train_accept_table(
-    docs_queries: Annotated[int, typer.Option(help="docs crops to add to the dev set's tune half")] = 30,
+    docs_queries: Annotated[int, typer.Option(help="docs crops to add to the tune sets' rows")] = 30,
 ) -> None:
-    """Collect the accept model's training table (Qwen margins; ~30 min cold, resumable) into fixtures/accept/."""
+    """Collect the accept model's training table (1,200 Qwen margins; ~50 min cold, resumable) into fixtures/accept/."""
     from pipeline.engine import Engine
     from pipeline.train.accept import TABLE, collect_table, write_table
 
