@@ -139,8 +139,9 @@ def fit(rows: list[dict], recipe: AcceptRecipe) -> tuple[AcceptModel, dict]:
     # new code did not get (bench/NOTES.md)
     a, b = full.platt
     oof_p = 1.0 / (1.0 + np.exp(-(a * (oof1 if uses_llm else oof0) + b)))
-    threshold = max(_threshold(oof_p[origin == o], y[origin == o], recipe.precision)
-                    for o in recipe.tune_origins if (origin == o).any())
+    threshold = max((_threshold(oof_p[origin == o], y[origin == o], recipe.precision)
+                     for o in recipe.tune_origins if (origin == o).any()),
+                    default=_threshold(oof_p, y, recipe.precision))  # a table without tune rows: all of it
     # Qwen is asked only where it mattered on these rows: p0 at or above the lowest p0 that p1 accepted.
     accepted = p1 >= threshold
     ask_above = 1.0 if not uses_llm else float(p0[accepted].min()) * 0.9 if accepted.any() else 0.0
