@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from pipeline.evidence import Evidence, strip_comments
 from pipeline.features import GODOT3, ChunkFacts, dimension_agreement
 from pipeline.models.provision import ModelError
@@ -119,18 +121,23 @@ class Linear:
         z = self.base() + sum(parts.values())
         return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0))), parts
 
+    def calibrate(self, score: np.ndarray) -> np.ndarray:
+        """p for raw logistic scores (intercept + Σ w·z), as :meth:`p` computes it: the fit's out-of-fold p."""
+        a, b = self.platt
+        return 1.0 / (1.0 + np.exp(-np.clip(a * score + b, -50.0, 50.0)))
+
 
 @dataclass(frozen=True)
 class AcceptModel:
     free: Linear  # p0: no LLM feature
     full: Linear  # p1: with Qwen's margins
-    threshold: float  # accept when p1 ≥ threshold (chosen on the dev tune half for precision ≥ 0.9)
+    threshold: float  # accept when p1 ≥ threshold (chosen out of fold for precision ≥ 0.9 on each tune set)
     ask_above: float  # ask Qwen only when p0 ≥ this; below, no Qwen answer moved a training candidate across
     name: str = "accept model"
 
     @property
     def uses_llm(self) -> bool:
-        """False when Qwen's margins did not improve the model on the tune half: p0 then decides alone."""
+        """False when Qwen's margins did not improve the model on the tune sets: p0 then decides alone."""
         return any(n in LLM for n in self.full.names)
 
     @classmethod

@@ -28,9 +28,9 @@ class Policy:
 POLICIES: dict[AcceptPolicy, Policy] = {
     "calibrated": Policy(
         "calibrated p ≥ threshold (accept model)",
-        "accept when the accept model's calibrated probability p reaches its threshold (chosen on the dev set's "
-        "tune half for precision ≥ 0.9) and a fact is shared; Qwen is asked only where its answer can change "
-        "the decision"),
+        "accept when the accept model's calibrated probability p reaches its threshold (chosen out of fold on "
+        "the dev set's tune half and the rule tune set, for precision ≥ 0.9 on each) and a fact is shared; "
+        "Qwen is asked only where its answer can change the decision"),
     "qwen_and_evidence": Policy(
         "Qwen yes + verified evidence",
         "accept when Qwen says yes, at least one evidence item is verified in both texts, "

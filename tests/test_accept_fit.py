@@ -22,7 +22,7 @@ def test_the_table_names_its_origins_and_labels(table: list[dict]) -> None:
     labels = [r for r in table if r["kind_label"] == 1]
     # label prototypes are labelled by the tune sets' hand labels, so some are relevant, and none come from docs
     assert labels and any(r["label"] for r in labels) and all(r["origin"].endswith("tune") for r in labels)
-    # a crop's own records are on its own page: every one is relevant, and most hold much of the crop
+    # a crop's own records are on its own page: every one is relevant, and a good share hold much of the crop
     own = [r for r in table if r["origin"] == "docs-own"]
     assert own and all(r["label"] == 1 for r in own)
     assert sum(r["coverage"] >= 0.5 for r in own) >= len(own) / 3
@@ -42,9 +42,18 @@ def test_the_fit_is_deterministic_and_reaches_its_precision_on_the_tune_rows(tab
 
 
 def test_the_rule_tune_rows_weigh_in_the_fit(table: list[dict]) -> None:
-    model, _ = fit(table, AcceptRecipe())
-    without, _ = fit(table, AcceptRecipe(rule_weight=0.0))
-    assert model.to_json() != without.to_json()
+    # the weight lands on those rows: the more they weigh, the better p ranks them, out of fold
+    aucs = [fit(table, AcceptRecipe(rule_weight=w))[1]["oof_auc_rule_tune"] for w in (0.0, 0.25, 1.0)]
+    assert aucs[0] < aucs[1] < aucs[2], aucs
+
+
+def test_the_fits_out_of_fold_p_is_the_run_times_p(table: list[dict]) -> None:
+    # fit chooses the threshold on Linear.calibrate of raw scores; the engine decides on Linear.p
+    lin = fit(table, AcceptRecipe())[0].full
+    for r in table[:60]:
+        raw = lin.intercept + sum(w * (r[n] - m) / s for n, m, s, w in zip(lin.names, lin.mean, lin.scale,
+                                                                             lin.weights, strict=True))
+        assert lin.p(r)[0] == pytest.approx(float(lin.calibrate(np.array([raw]))[0]), abs=1e-9)
 
 
 def test_qwen_joins_the_model_only_when_it_helps(table: list[dict]) -> None:

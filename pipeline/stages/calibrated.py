@@ -1,7 +1,7 @@
 """The validate stage under policy "calibrated": the accept model decides, Qwen only where it can change that.
 
 For every candidate in scope the free features give p0. When the accept model has no
-LLM feature (Qwen's margin did not improve it on the tune half), p0 is the decision for
+LLM feature (Qwen's margin did not improve it on the tune sets), p0 is the decision for
 every candidate. Otherwise, below the model's band Qwen cannot change the decision (on
 the training data no Qwen answer moved such a candidate across the threshold): the
 record is rejected without Qwen, and the row says so; above it Qwen is asked, once per

@@ -35,7 +35,7 @@ class AcceptRecipe(Recipe):
     version: int = 4
     seed: int = 13
     c: float = 0.5  # inverse L2 strength of the logistic models
-    folds: int = 5  # GroupKFold by page for the out-of-fold scores Platt scaling is fitted on
+    folds: int = 5  # GroupKFold (by page, or by chunk for the tune sets) for the out-of-fold scores
     # the threshold is the lowest out-of-fold p whose accepts reach this precision on each tune set
     precision: float = 0.9
     llm_gain: float = 0.01  # Qwen's margins join the model only if they raise out-of-fold tune AUC this much
@@ -137,8 +137,7 @@ def fit(rows: list[dict], recipe: AcceptRecipe) -> tuple[AcceptModel, dict]:
     p1 = np.array([full.p(r)[0] for r in rows])
     # on out-of-fold p (Platt scaling maps the fold models' scores): in-sample p promised a precision that
     # new code did not get (bench/NOTES.md)
-    a, b = full.platt
-    oof_p = 1.0 / (1.0 + np.exp(-(a * (oof1 if uses_llm else oof0) + b)))
+    oof_p = full.calibrate(oof1 if uses_llm else oof0)
     threshold = max((_threshold(oof_p[origin == o], y[origin == o], recipe.precision)
                      for o in recipe.tune_origins if (origin == o).any()),
                     default=_threshold(oof_p, y, recipe.precision))  # a table without tune rows: all of it
@@ -153,7 +152,8 @@ def fit(rows: list[dict], recipe: AcceptRecipe) -> tuple[AcceptModel, dict]:
     for o in sorted(set(origin)):  # how well p ranks and decides each origin's rows, out of fold
         at, key = origin == o, o.replace("-", "_")
         acc = at & (oof_p >= threshold)
-        stats[f"oof_auc_{key}"] = round(_auc(y[at], oof_p[at]), 4)
+        auc = _auc(y[at], oof_p[at])  # nan for one label only (docs-own): JSON has no nan
+        stats[f"oof_auc_{key}"] = None if np.isnan(auc) else round(auc, 4)
         stats[f"oof_precision_{key}"] = round(float(y[acc].mean()), 4) if acc.any() else None
         stats[f"oof_recall_{key}"] = round(float(y[acc].sum() / max(1, y[at].sum())), 4)
     return model, stats
