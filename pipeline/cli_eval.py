@@ -61,8 +61,9 @@ def eval_command(
     set_: Annotated[Path | None, typer.Option("--set", help="labelled JSONL (default: the dev set)")] = None,
     blind: Annotated[bool, typer.Option("--blind", help="the blind set (fixtures/eval/blind.jsonl), never tuned on")]
     = False,
-    split: Annotated[Half, typer.Option(case_sensitive=False, help="the dev set's half (ignored for --set)")]
-    = Half.test,
+    split: Annotated[Half | None, typer.Option(
+        case_sensitive=False, help="which half (default: the dev set's test half; all of a --set or --blind set)")]
+    = None,
     alt: Annotated[Alt, typer.Option(case_sensitive=False, help="which alternatives to run")] = Alt.both,
     validate: Annotated[bool, typer.Option("--validate/--no-validate")] = False,
     policy: Annotated[list[str] | None, typer.Option(
@@ -113,8 +114,9 @@ def eval_command(
             raise ValueError("--blind and --set each name a labelled set: give one of them")
         if blind:
             set_ = BLIND_SET
-        chunks = load_set(set_ or DEV_SET, None if set_ or split is Half.all else split.value)
-        where = f"{set_ or DEV_SET}" + ("" if set_ or split is Half.all else f", {split.value} half")
+        half = split or (Half.all if set_ else Half.test)
+        chunks = load_set(set_ or DEV_SET, None if half is Half.all else half.value)
+        where = f"{set_ or DEV_SET}" + ("" if half is Half.all else f", {half.value} half")
         bar = tqdm(total=len(chunks), desc="eval", file=sys.stderr, leave=False)
         tick = lambda ev: bar.update(ev.done - bar.n)  # noqa: E731
         if variants:
