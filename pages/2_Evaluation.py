@@ -18,11 +18,9 @@ st.caption("nDCG@10, MRR and Recall@50 per alternative and per stage on a labell
 settings = sidebar.settings_sidebar()
 engine = engines.get_engine()
 
-source = st.radio("Labelled set", ["dev", "blind", "upload"], horizontal=True, key="eval_source",
-                  persist_state="session",
-                  format_func={"dev": "Dev set (fixtures/eval/dev.jsonl)",
-                               "blind": "Blind set, never tuned on (fixtures/eval/blind.jsonl)",
-                               "upload": "Upload a labelled JSONL"}.get)
+source = st.radio("Labelled set", [*ev.BUILTIN_SETS, "upload"], horizontal=True, key="eval_source",
+                  persist_state="session", format_func=ev.set_choice,
+                  help="fixtures/eval/README.md says how each set was written and labelled")
 labelled: ev.LabelledSet | None = None
 try:
     if source in ev.BUILTIN_SETS:

@@ -417,10 +417,14 @@ def test_evaluation_report_shows_each_figures_interval_and_the_paired_tests(engi
     assert "F (reranker) vs D (fusion)" in set(tests["comparison"])
 
 
-def test_evaluation_page_offers_the_blind_set() -> None:
+@pytest.mark.parametrize(("key", "caption"), [
+    ("blind", "blind set (blind.jsonl): 18 chunks"),
+    ("rule_tune", "rule tune set (rule_tune.jsonl): 16 chunks"),
+    ("dev_rule", "dev set, class pages by the rule (dev_rule.jsonl): 33 chunks")])
+def test_evaluation_page_offers_each_shipped_set(key: str, caption: str) -> None:
     at = _app(REPO / "pages" / "2_Evaluation.py")
     at.run()
-    at.radio(key="eval_source").set_value("blind")
+    at.radio(key="eval_source").set_value(key)
     at.run()
     assert not at.exception, _problems(at)
-    assert any("blind set (blind.jsonl): 18 chunks" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert any(caption in c.value for c in at.caption), [c.value for c in at.caption]

@@ -11,7 +11,17 @@ import pandas as pd
 import streamlit as st
 
 from pipeline.engine import Engine
-from pipeline.evaluate import BLIND_SET, DEV_SET, METRICS, EvalReport, LabelledChunk, evaluate_set, load_set
+from pipeline.evaluate import (
+    BLIND_SET,
+    DEV_RULE_SET,
+    DEV_SET,
+    METRICS,
+    RULE_TUNE_SET,
+    EvalReport,
+    LabelledChunk,
+    evaluate_set,
+    load_set,
+)
 from pipeline.intervals import p_text
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent
@@ -30,15 +40,29 @@ class LabelledSet:
     digest: str
 
 
-BUILTIN_SETS = {"dev": ("dev set", DEV_SET), "blind": ("blind set", BLIND_SET)}
+# key -> (name, file, what the picker says of it)
+BUILTIN_SETS = {
+    "dev": ("dev set", DEV_SET, "Dev set"),
+    "blind": ("blind set", BLIND_SET, "Blind set, never tuned on"),
+    "rule_tune": ("rule tune set", RULE_TUNE_SET, "Rule tune set"),
+    "dev_rule": ("dev set, class pages by the rule", DEV_RULE_SET, "Dev set, class pages graded by the blind rule"),
+}
 
 
 @st.cache_data(show_spinner=False)
 def builtin_set(key: str) -> LabelledSet:
-    """A labelled set shipped in fixtures/eval: ``dev`` (tune and test halves) or ``blind`` (never tuned on)."""
-    name, path = BUILTIN_SETS[key]
+    """A labelled set shipped in fixtures/eval (see its README): ``dev`` (tune and test halves), ``blind`` (never
+    tuned on), ``rule_tune`` or ``dev_rule``."""
+    name, path, _ = BUILTIN_SETS[key]
     data = path.read_bytes()
     return LabelledSet(f"{name} ({path.name})", load_set(path), hashlib.sha256(data).hexdigest())
+
+
+def set_choice(key: str) -> str:
+    """The picker's words for a built-in set key, or for "upload"."""
+    if key in BUILTIN_SETS:
+        return f"{BUILTIN_SETS[key][2]} (fixtures/eval/{BUILTIN_SETS[key][1].name})"
+    return "Upload a labelled JSONL"
 
 
 def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
