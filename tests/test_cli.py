@@ -114,3 +114,15 @@ def test_eval_blind_reads_the_blind_set() -> None:
     assert out["set"].endswith("blind.jsonl") and out["n_ranked_chunks"] == 18
     both = cli("eval", "--blind", "--set", "fixtures/eval/dev.jsonl")
     assert both.returncode == 2 and "give one of them" in both.stderr.decode()
+
+
+def test_eval_split_picks_a_half_of_any_set() -> None:
+    """A --set is read whole unless --split names a half; a half the set lacks is refused in words."""
+    res = cli("eval", "--set", "fixtures/eval/dev_rule.jsonl", "--split", "tune", "--alt", "d", "--json")
+    assert res.returncode == 0, res.stderr.decode()[-800:]
+    out = json.loads(res.stdout)
+    assert out["set"].endswith("dev_rule.jsonl, tune half") and out["n_ranked_chunks"] == 14
+    whole = cli("eval", "--set", "fixtures/eval/rule_tune.jsonl", "--alt", "d", "--json")
+    assert whole.returncode == 0 and json.loads(whole.stdout)["n_ranked_chunks"] == 16
+    none = cli("eval", "--blind", "--split", "test", "--alt", "d")
+    assert none.returncode == 2 and "has no chunk in the 'test' half" in none.stderr.decode()
