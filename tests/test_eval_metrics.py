@@ -133,3 +133,14 @@ def test_code_no_one_tuned_on_keeps_its_figures_and_each_rank_stage_earns_its_pl
                 for cid, v in blind.per_chunk.items()}
         p = paired(both, alt, "without")
         assert p is not None and p.n == 18 and p.difference > 0 and p.p_value < 0.05, (alt, p)
+
+
+def test_the_dev_set_graded_by_the_rule_keeps_its_figures(engine: Engine) -> None:
+    """The same test-half chunks under the blind set's class-page rule (fixtures/eval/dev_rule.jsonl): the
+    convention the owner may choose for the goals. Its pins only catch regressions, and F still leads D."""
+    from pipeline.evaluate import DEV_RULE_SET
+
+    rule = evaluate_set(engine, load_set(DEV_RULE_SET, "test"), Settings(run_validator=False))
+    assert rule.n_ranked == 16
+    _assert_no_drop_below(EXPECTED["dev_rule"]["metrics"], rule)
+    assert rule.metrics["F"]["ndcg@10"] > rule.metrics["D"]["ndcg@10"]
