@@ -6,6 +6,7 @@ import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import streamlit as st
@@ -40,12 +41,18 @@ class LabelledSet:
     digest: str
 
 
-# key -> (name, file, what the picker says of it)
+class BuiltinSet(NamedTuple):
+    name: str  # in the report's heading
+    path: Path
+    choice: str  # what the picker says of it
+
+
 BUILTIN_SETS = {
-    "dev": ("dev set", DEV_SET, "Dev set"),
-    "blind": ("blind set", BLIND_SET, "Blind set, never tuned on"),
-    "rule_tune": ("rule tune set", RULE_TUNE_SET, "Rule tune set"),
-    "dev_rule": ("dev set, class pages by the rule", DEV_RULE_SET, "Dev set, class pages graded by the blind rule"),
+    "dev": BuiltinSet("dev set", DEV_SET, "Dev set"),
+    "blind": BuiltinSet("blind set", BLIND_SET, "Blind set, never tuned on"),
+    "rule_tune": BuiltinSet("rule tune set", RULE_TUNE_SET, "Rule tune set"),
+    "dev_rule": BuiltinSet("dev set, class pages by the rule", DEV_RULE_SET,
+                           "Dev set, class pages graded by the blind rule"),
 }
 
 
@@ -53,16 +60,16 @@ BUILTIN_SETS = {
 def builtin_set(key: str) -> LabelledSet:
     """A labelled set shipped in fixtures/eval (see its README): ``dev`` (tune and test halves), ``blind`` (never
     tuned on), ``rule_tune`` or ``dev_rule``."""
-    name, path, _ = BUILTIN_SETS[key]
-    data = path.read_bytes()
-    return LabelledSet(f"{name} ({path.name})", load_set(path), hashlib.sha256(data).hexdigest())
+    shipped = BUILTIN_SETS[key]
+    data = shipped.path.read_bytes()
+    return LabelledSet(f"{shipped.name} ({shipped.path.name})", load_set(shipped.path),
+                       hashlib.sha256(data).hexdigest())
 
 
 def set_choice(key: str) -> str:
     """The picker's words for a built-in set key, or for "upload"."""
-    if key in BUILTIN_SETS:
-        return f"{BUILTIN_SETS[key][2]} (fixtures/eval/{BUILTIN_SETS[key][1].name})"
-    return "Upload a labelled JSONL"
+    shipped = BUILTIN_SETS.get(key)
+    return f"{shipped.choice} (fixtures/eval/{shipped.path.name})" if shipped else "Upload a labelled JSONL"
 
 
 def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
