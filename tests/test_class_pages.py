@@ -58,6 +58,24 @@ def test_one_line_class_name_constants_and_overridden_virtuals(uses: ClassUses) 
     assert found["CanvasItem"] == "_draw (defined in CanvasItem, which Node2D inherits)"
 
 
+def test_what_a_chain_returns_names_the_classes_its_later_links_use(uses: ClassUses) -> None:
+    code = ("extends Node2D\n\nconst POP: PackedScene = preload(\"res://pop.tscn\")\n\nfunc _ready() -> void:\n"
+            "\tawait get_tree().create_timer(0.5).timeout\n\tvar tween := create_tween()\n"
+            "\ttween.tween_property(self, \"scale\", Vector2.ONE, 0.2).set_trans(Tween.TRANS_BACK)\n"
+            "\tvar space := get_world_2d().direct_space_state\n\tspace.intersect_ray(query)\n")
+    found = _found(uses, code)
+    # the return types of the class reference's signatures type each later link, and `var x :=` of a chain
+    assert found["SceneTree"] == "get_tree().create_timer"
+    assert found["SceneTreeTimer"] == "get_tree().create_timer().timeout"
+    assert found["PropertyTweener"] == "tween.tween_property().set_trans"
+    assert found["World2D"] == "get_world_2d().direct_space_state"
+    assert found["PhysicsDirectSpaceState2D"] == "space.intersect_ray"
+    assert found["PackedScene"] == "POP: PackedScene"  # a constant's type, though its name is upper case
+    # a call left open, or with arguments past the scan's reach, ends the chain without a guess
+    assert _found(uses, "extends Node\nfunc f():\n\tget_tree().create_timer(" + "(" * 500 + "1).timeout").keys() == {
+        "SceneTree"}
+
+
 def test_the_reference_chunk_uses_input_and_animatedsprite2d(uses: ClassUses) -> None:
     found = _found(uses, (ROOT / "fixtures" / "reference_chunk.gd").read_text())
     assert found == {"Input": "Input.is_action_pressed", "AnimatedSprite2D": "$AnimatedSprite2D.play"}

@@ -5,7 +5,10 @@ sections well and the class pages of the code's own classes anywhere from 3rd to
 Yet whether code uses a class is not a matter of similarity. The code either
 - names it: `extends CharacterBody2D`, `var nav: NavigationAgent2D`, `Tween.new()`, `Input.x`, `$Timer.start()`;
 - or uses a member the class defines: `global_position` in a CharacterBody2D script is Node2D's,
-  found through the ``Inherits`` chain its api_mapping record carries.
+  found through the ``Inherits`` chain its api_mapping record carries;
+- or uses a member of what a call or property returns: `get_tree().create_timer(1.0).timeout` uses
+  SceneTree and SceneTreeTimer, and `var t := create_tween()` types `t`, through the return types of
+  the class reference's signatures.
 Built-in Variant types (Vector2, Color, …) and Object, RefCounted and Node are left out: nearly
 every script uses them, so they say nothing about this one. Each class found joins the union
 as provenance ``rule`` (its api_mapping record, with the code that uses it), and
@@ -41,7 +44,7 @@ _INHERITS = re.compile(r"Inherits ([\w@ <]+)\.")
 _EXTENDS = re.compile(rf"^[ \t]*(?:class_name[ \t]+\w+[ \t]+)?extends[ \t]+({_NAME})", re.M)
 # what names a class: a type (`: T`, `-> T`, `as T`, `is T`, `Array[T]`), an instance (`T.new(`),
 # a singleton or static (`T.member`)
-_NAMING = (re.compile(rf"\b[a-z_]\w*[ \t]*(?<!:):[ \t]*({_NAME})\b"), re.compile(rf"->[ \t]*({_NAME})\b"),
+_NAMING = (re.compile(rf"\b[A-Za-z_]\w*[ \t]*(?<!:):[ \t]*({_NAME})\b"), re.compile(rf"->[ \t]*({_NAME})\b"),
            re.compile(rf"\b(?:as|is)[ \t]+({_NAME})\b"), re.compile(rf"\[[ \t]*({_NAME})[ \t]*\]"),
            re.compile(rf"(?<![\w.$%])({_NAME})[ \t]*\.[ \t]*[A-Za-z_]\w*"))
 _TYPED_VAR = re.compile(rf"\b([a-z_]\w*)[ \t]*:[ \t]*({_NAME})\b")  # `var nav: NavigationAgent2D`, `(body: Node2D`
@@ -55,6 +58,13 @@ _MEMBER_USE = re.compile(r"(?<![\w.$%])([a-z_]\w*)[ \t]*\.[ \t]*([a-z_]\w*)")
 _BARE = re.compile(r"(?<![\w.$%@])([a-z_]\w*)\b")
 _DECLARED = re.compile(r"\b(?:var|const|signal|for|enum|class)[ \t]+([a-z_]\w*)")
 _FUNC = re.compile(r"\bfunc[ \t]+([a-z_]\w*)")
+# what a member returns, from the class reference's signature (`Signature: SceneTree Node.get_tree() const`)
+_SIGNATURE = re.compile(r"Signature: (?:static )?([A-Z]\w*) \w+\.\w+")
+# the start of a chain of member uses: `get_tree()`, `self`, `$Path/Node`, `tween`, `Engine`
+_HEAD = re.compile(r"(?<![\w.$%@])([$%](?:%?\w+/)*%?[A-Za-z_]\w*|[A-Za-z_]\w*)")
+_NEXT = re.compile(r"[ \t]*\.[ \t]*([A-Za-z_]\w*)")
+_ASSIGNED = re.compile(r"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*")
+_ARGS_MAX = 400  # a call whose arguments run longer ends its chain: a long line is not rescanned per name
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,7 @@ class EngineClass:
     record_id: str  # its class api_mapping (`api:Timer`)
     parents: tuple[str, ...]  # nearest first
     members: dict[str, str] = field(default_factory=dict)  # member -> its api_mapping id
+    returns: dict[str, str] = field(default_factory=dict)  # member -> the class it returns or holds, if one
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class ClassUses:
         """Engine classes of this KB, from their api_mapping records (a KB without them finds nothing)."""
         heads: dict[str, ApiMapping] = {}
         members: dict[str, dict[str, str]] = {}
+        returns: dict[str, dict[str, str]] = {}
         for r in self.store.records:
             if not isinstance(r, ApiMapping) or not r.source.startswith("class/") or not r.doc_path:
                 continue
@@ -91,11 +103,14 @@ class ClassUses:
                 heads[cls] = r
             elif member.isidentifier():
                 members.setdefault(cls, {}).setdefault(member, r.id)
+                sig = _SIGNATURE.search(r.description)
+                if sig:
+                    returns.setdefault(cls, {}).setdefault(member, sig.group(1))
         out = {}
         for cls, r in heads.items():
             m = _INHERITS.search(r.description)
             parents = tuple(p.strip() for p in m.group(1).split("<")) if m else ()
-            out[cls] = EngineClass(r.id, parents, members.get(cls, {}))
+            out[cls] = EngineClass(r.id, parents, members.get(cls, {}), returns.get(cls, {}))
         return out
 
     def defining(self, cls: str, member: str) -> str | None:
@@ -137,17 +152,70 @@ class ClassUses:
         """Classes that define a member the code uses on a typed variable, a `$Node` or itself."""
         types = {v: t for rx in (_TYPED_VAR, _NEW_VAR, _AS_VAR, _NODE_VAR) for v, t in rx.findall(text)
                  if t in self.classes}
+        own = set(_DECLARED.findall(text)) | {f for f in _FUNC.findall(text) if self.defining(base, f) is None}
+        for m in _ASSIGNED.finditer(text):  # `var t := create_tween()`: t is what the chain returns
+            head = _HEAD.match(text, m.end())
+            if head and m.group(1) not in types:
+                typed = self._chain(text, head, types, base, own)[1]
+                if typed:
+                    types[m.group(1)] = typed
         dotted = _MEMBER_USE.findall(text)
         used = [(types[v], f"{v}.{member}", member) for v, member in dotted if v in types]
         used += [(m.group(1), m.group(0), m.group(2)) for m in _NODE_USE.finditer(text) if m.group(1) in self.classes]
         if base in self.classes:
             # the script's own names; a func the base chain defines overrides a virtual (`_draw`), a use
-            own = (set(_DECLARED.findall(text)) | set(types)
-                   | {f for f in _FUNC.findall(text) if self.defining(base, f) is None})
-            used += [(base, n, n) for n in _BARE.findall(text) if n not in own]
+            used += [(base, n, n) for n in _BARE.findall(text) if n not in own | set(types)]
             used += [(base, f"self.{member}", member) for v, member in dotted if v == "self"]
         for cls, shown, member in used:
             owner = self.defining(cls, member)
             if owner is not None:
                 via = "" if owner == cls else f" (defined in {owner}, which {cls} inherits)"
                 yield owner, f"{shown}{via}", member
+        # what a chain's calls and properties return: `get_tree().create_timer(1.0).timeout` uses SceneTree
+        # and SceneTreeTimer (the first link is found above; later ones only here)
+        for head in _HEAD.finditer(text):
+            yield from self._chain(text, head, types, base, own)[0]
+
+    def _chain(self, text: str, head: re.Match[str], types: dict[str, str], base: str | None,
+               own: set[str]) -> tuple[list[tuple[str, str, str]], str | None]:
+        """The members a chain uses, each with its defining class, and the class the whole chain returns."""
+        name = head.group(1)
+        if name == "self":
+            cur = base
+        elif name[0] in "$%":
+            cur = re.split(r"[$%/]", name)[-1]
+        elif name[0].isupper():
+            cur = name
+        elif name in types:
+            cur = types[name]
+        elif base is not None and name not in own and (owner := self.defining(base, name)):
+            cur = self.classes[owner].returns.get(name)  # `get_tree()`: a member of the script's base
+        else:
+            cur = None
+        uses: list[tuple[str, str, str]] = []
+        at = _after_call(text, head.end())
+        shown = name + ("()" if at > head.end() else "")  # the chain without its arguments
+        while cur in self.classes and at >= 0:
+            link = _NEXT.match(text, at)
+            owner = self.defining(cur, link.group(1)) if link else None
+            if link is None or owner is None:
+                break
+            member = link.group(1)
+            shown += f".{member}"
+            uses.append((owner, shown, member))
+            cur, at = self.classes[owner].returns.get(member), _after_call(text, link.end())
+            shown += "()" if at > link.end() else ""
+        return uses, cur if cur in self.classes and at >= 0 else None
+
+
+def _after_call(text: str, at: int) -> int:
+    """The index after a call's balanced `(...)` starting at ``at`` (``at`` when none does; -1 when unbalanced)."""
+    start = at + len(text[at:at + 8]) - len(text[at:at + 8].lstrip(" \t"))
+    if text[start:start + 1] != "(":
+        return at
+    depth = 0
+    for n in range(start, min(len(text), start + _ARGS_MAX)):
+        depth += {"(": 1, ")": -1}.get(text[n], 0)
+        if depth == 0:
+            return n + 1
+    return -1
