@@ -94,14 +94,17 @@ def models_train(
 @train_app.command("accept-table")
 def train_accept_table(
     docs_queries: Annotated[int, typer.Option(help="docs crops to add to the tune sets' rows")] = 30,
+    reuse: Annotated[bool, typer.Option(help="keep the committed table's Qwen margins for the pairs it holds "
+                                             "(--no-reuse after a change to the validator's prompt)")] = True,
 ) -> None:
     """Collect the accept model's training table (1,200 Qwen margins; ~50 min cold, resumable) into fixtures/accept/."""
     from pipeline.engine import Engine
-    from pipeline.train.accept import TABLE, collect_table, write_table
+    from pipeline.train.accept import TABLE, collect_table, load_table, write_table
 
     bars, progress = _bars()
     try:
-        rows = collect_table(Engine.open(), docs_queries, progress=progress)
+        old = load_table() if reuse and TABLE.exists() else []
+        rows = collect_table(Engine.open(), docs_queries, progress=progress, reuse=old)
         write_table(rows)
     except Exception as exc:
         fail(message(exc))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.accept import FREE, page_rows, rank_scores
-from pipeline.train.accept import TABLE, AcceptRecipe, _auc, _fit_linear, fit, load_table
+from pipeline.train.accept import TABLE, AcceptRecipe, Candidate, _auc, _fit_linear, fit, load_table, reusable_margins
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,23 @@ def test_records_of_one_page_in_the_judged_list_separate_better_out_of_fold(tabl
                              np.ones(len(y)))
         auc[key] = _auc(y[tune], oof[tune])
     assert auc["with"] > auc["without"] + 0.03, auc
+
+
+def test_a_recollected_table_reuses_only_the_margins_one_row_names(table: list[dict]) -> None:
+    """`train accept-table` keeps the committed margins when only the rankings changed, but two crops of one page
+    judged against one record are two codes the table cannot tell apart: those are asked again."""
+    def cand(origin: str, group: str, code: str, record: str) -> Candidate:
+        return Candidate(group, origin, code, record, 1, 1.0, 1, 1.0)
+
+    old = [{"origin": "dev-tune", "group": "dev-01", "record_id": "r1", "margin": 0.5, "pmi_margin": 0.25},
+           {"origin": "docs", "group": "page", "record_id": "r2", "margin": 1.0, "pmi_margin": 0.5},
+           {"origin": "docs", "group": "page", "record_id": "r2", "margin": 2.0, "pmi_margin": 1.5},
+           {"origin": "docs", "group": "page", "record_id": "r3", "margin": None, "pmi_margin": None}]
+    cands = [cand("dev-tune", "dev-01", "code a", "r1"), cand("rule-tune", "dev-01", "code a", "r9"),
+             cand("docs", "page", "crop 1", "r2"), cand("docs", "page", "crop 2", "r2"),
+             cand("docs", "page", "c", "r3")]
+    assert reusable_margins(old, cands) == {("code a", "r1"): 0.5, ("", "r1"): 0.25, ("", "r2"): 0.5}
+    # the committed table itself: every tune row is one (chunk, record) pair, so all of them are reused
+    tune = [r for r in table if r["origin"].endswith("tune")]
+    keys = {(r["origin"], r["group"], r["record_id"]) for r in tune}
+    assert len(keys) == len(tune)

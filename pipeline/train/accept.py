@@ -237,9 +237,30 @@ def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8, own: bool
     return out
 
 
+def reusable_margins(old: list[dict], cands: list[Candidate]) -> dict[tuple[str, str], float]:
+    """Margins the committed table already holds, keyed by (code, record id): a margin depends only on the code,
+    the record and the prompt. A candidate takes its row's margin when (origin, group, record) names one row
+    of ``old``; two crops of one page are told apart by nothing else, so those are asked again. Each record's
+    empty-chunk margin comes back as ("", record id)."""
+    rows: dict[tuple[str, str, str], list[dict]] = {}
+    for r in old:
+        rows.setdefault((r["origin"], r["group"], r["record_id"]), []).append(r)
+    out: dict[tuple[str, str], float] = {}
+    for c in cands:
+        hit = rows.get((c.origin, c.group, c.record_id), [])
+        if len(hit) == 1 and hit[0]["margin"] is not None:
+            out[(c.code, c.record_id)] = hit[0]["margin"]
+    for r in old:
+        if r["margin"] is not None and r["pmi_margin"] is not None:
+            out.setdefault(("", r["record_id"]), r["margin"] - r["pmi_margin"])
+    return out
+
+
 def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
-                  progress: Progress | None = None) -> list[dict]:
-    """Every row, with Qwen margins (cached on disk: an interrupted collection resumes where it stopped)."""
+                  progress: Progress | None = None, reuse: list[dict] | None = None) -> list[dict]:
+    """Every row, with Qwen margins (cached on disk: an interrupted collection resumes where it stopped).
+    ``reuse``: an earlier table whose margins stand, for a table re-collected because the rankings changed
+    (not for a new prompt: its margins would be stale)."""
     import hashlib
 
     import diskcache
@@ -253,6 +274,8 @@ def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
     cache = diskcache.Cache(str(config.cache_dir() / "accept-margins"))
 
     def judge(code: str, record_id: str) -> float | None:
+        if (code, record_id) in known:
+            return known[(code, record_id)]
         record = engine.store.get(record_id)
         key = "|".join([validator.fingerprint, hashlib.sha256(code.encode()).hexdigest(),
                         hashlib.sha256(record_line(record).encode()).hexdigest()])
@@ -269,6 +292,7 @@ def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
     cands = (dev_candidates(engine) + docs_candidates(engine, n_docs_queries, seed)
              + dev_candidates(engine, path=RULE_TUNE_SET, origin="rule-tune")
              + docs_candidates(engine, n_docs_queries, seed, own=True))
+    known = reusable_margins(reuse or [], cands)
     # Same prompt prefix back to back (Qwen reuses it): every chunk's records, then every record's empty chunk.
     pairs = [(c.code, c.record_id) for c in cands] + sorted({("", c.record_id) for c in cands})
     for n, (code, rid) in enumerate(pairs):
