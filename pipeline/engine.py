@@ -36,7 +36,7 @@ from pipeline.stages import scope
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
 from pipeline.stages.classorder import ClassPagesUp
-from pipeline.stages.classuse import ClassUses
+from pipeline.stages.classuse import ClassUses, class_names
 from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.dimension import DimensionOrder
 from pipeline.stages.fusion import Fusion
@@ -348,10 +348,19 @@ class Engine:
     def class_uses(self, prepared: Prepared) -> RuleResult:
         """The engine classes the chunk uses (pipeline/stages/classuse.py), found once for D and F."""
         if prepared.classes is None:
-            if self._class_uses is None:
-                self._class_uses = ClassUses(self.store)
-            prepared.classes = self._class_uses.run(prepared.chunk.text, self.facts(prepared))
+            prepared.classes = self.class_rule.run(prepared.chunk.text, self.facts(prepared))
         return prepared.classes
+
+    @property
+    def class_rule(self) -> ClassUses:
+        """The class-use rule over this KB's engine classes (built on first use)."""
+        if self._class_uses is None:
+            self._class_uses = ClassUses(self.store)
+        return self._class_uses
+
+    def accept_facts(self, prepared: Prepared) -> ChunkFacts:
+        """The chunk's facts with the classes the class-use rule finds, as the accept model reads them."""
+        return dataclasses.replace(self.facts(prepared), used_classes=class_names(self.class_uses(prepared)))
 
     def renames(self, prepared: Prepared) -> RuleResult:
         """The Godot 3 → 4 renames the chunk uses (pipeline/stages/renames.py), found once: the union and
@@ -409,7 +418,7 @@ class Engine:
         if policy == "calibrated":
             try:
                 model = self.hub.accept_model(self.store.content_hash)
-                accept = Calibrated(model, self.facts(prepared))
+                accept = Calibrated(model, self.accept_facts(prepared))
             except ModelError as exc:  # the rules still decide; the panel says why
                 policy = "qwen_and_evidence"
                 why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "

@@ -59,6 +59,9 @@ class ChunkFacts:
     is_3d: bool
     foreign: bool = False  # the code is another language (C#, Python, JavaScript), not GDScript
     legacy: bool = False  # the code names a Godot 3 class that Godot 4 renamed (e.g. KinematicBody2D)
+    # the classes the class-use rule finds (stages/classuse.py: named, or defining a member the code uses);
+    # filled in for the accept model, which reads it (the ranker was trained without it)
+    used_classes: frozenset[str] = frozenset()
 
     @property
     def godot3(self) -> bool:

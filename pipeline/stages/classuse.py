@@ -67,6 +67,11 @@ _ASSIGNED = re.compile(r"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*")
 _ARGS_MAX = 400  # a call whose arguments run longer ends its chain: a long line is not rescanned per name
 
 
+def class_names(result: RuleResult) -> frozenset[str]:
+    """The classes of the rule's hits (each hit is a record of its class: `class/Timer`)."""
+    return frozenset(h.ref.source.removeprefix("class/") for h in result.hits)
+
+
 @dataclass(frozen=True)
 class EngineClass:
     record_id: str  # its class api_mapping (`api:Timer`)

@@ -13,6 +13,7 @@ committed; fitting it takes a second and is what ``models train`` does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from pipeline import atomic
 from pipeline.accept import FREE, LLM, AcceptModel, Linear, free_features, page_rows, rank_scores
 from pipeline.config import FIXTURES
 from pipeline.evidence import Evidence, collect
+from pipeline.stages.classuse import class_names
 from pipeline.train.recipe import Recipe, write_done
 
 TABLE = FIXTURES / "accept" / "table.jsonl"
@@ -32,7 +34,7 @@ Progress = Callable[[str, int, int], None]
 
 
 class AcceptRecipe(Recipe):
-    version: int = 4
+    version: int = 5  # 5: the class-use rule's classes as a feature (class_rule)
     seed: int = 13
     c: float = 0.5  # inverse L2 strength of the logistic models
     folds: int = 5  # GroupKFold (by page, or by chunk for the tune sets) for the out-of-fold scores
@@ -69,6 +71,7 @@ def row(engine, c: Candidate, judge: Callable[[str, str], float | None]) -> dict
     record = engine.store.get(c.record_id)
     ev = collect(c.code, record, weight=engine.term_weight)
     facts = engine.features.chunk_facts(c.code, [])
+    facts = dataclasses.replace(facts, used_classes=class_names(engine.class_rule.run(c.code, facts)))
     free = free_features(record, ev, facts, c.rank, c.rank_score, rarest(ev, engine.term_weight), c.code,
                          same_page=c.same_page)
     margin, empty = judge(c.code, c.record_id), judge("", c.record_id)
