@@ -94,8 +94,8 @@ def models_train(
 @train_app.command("accept-table")
 def train_accept_table(
     docs_queries: Annotated[int, typer.Option(help="docs crops to add to the tune sets' rows")] = 30,
-    reuse: Annotated[bool, typer.Option(help="keep the committed table's Qwen margins for the pairs it holds "
-                                             "(--no-reuse after a change to the validator's prompt)")] = True,
+    reuse: Annotated[bool, typer.Option(help="keep the committed table's Qwen margins whose judge, prompt, code "
+                                             "and record are unchanged")] = True,
 ) -> None:
     """Collect the accept model's training table (1,200 Qwen margins; ~50 min cold, resumable) into fixtures/accept/."""
     from pipeline.engine import Engine

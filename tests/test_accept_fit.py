@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.accept import FREE, page_rows, rank_scores
-from pipeline.train.accept import TABLE, AcceptRecipe, Candidate, _auc, _fit_linear, fit, load_table, reusable_margins
+from pipeline.train.accept import TABLE, AcceptRecipe, _auc, _fit_linear, fit, load_table, margin_key, reusable_margins
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,6 @@ def test_records_of_one_page_in_the_judged_list_separate_better_out_of_fold(tabl
     assert auc["with"] > auc["without"] + 0.03, auc
 
 
-
 def test_the_class_use_rules_classes_separate_better_out_of_fold_on_each_tune_set(table: list[dict]) -> None:
     """A class page of a class the code names or whose members it uses (stages/classuse.py) is likelier relevant
     than another: the feature raises out-of-fold AUC on the dev tune rows and on the rule tune rows."""
@@ -115,21 +114,20 @@ def test_the_class_use_rules_classes_separate_better_out_of_fold_on_each_tune_se
     assert auc["with", "dev-tune"] > auc["without", "dev-tune"] + 0.005, auc
     assert auc["with", "rule-tune"] > auc["without", "rule-tune"] + 0.03, auc
 
-def test_a_recollected_table_reuses_only_the_margins_one_row_names(table: list[dict]) -> None:
-    """`train accept-table` keeps the committed margins when only the rankings changed, but two crops of one page
-    judged against one record are two codes the table cannot tell apart: those are asked again."""
-    def cand(origin: str, group: str, code: str, record: str) -> Candidate:
-        return Candidate(group, origin, code, record, 1, 1.0, 1, 1.0)
 
-    old = [{"origin": "dev-tune", "group": "dev-01", "record_id": "r1", "margin": 0.5, "pmi_margin": 0.25},
-           {"origin": "docs", "group": "page", "record_id": "r2", "margin": 1.0, "pmi_margin": 0.5},
-           {"origin": "docs", "group": "page", "record_id": "r2", "margin": 2.0, "pmi_margin": 1.5},
-           {"origin": "docs", "group": "page", "record_id": "r3", "margin": None, "pmi_margin": None}]
-    cands = [cand("dev-tune", "dev-01", "code a", "r1"), cand("rule-tune", "dev-01", "code a", "r9"),
-             cand("docs", "page", "crop 1", "r2"), cand("docs", "page", "crop 2", "r2"),
-             cand("docs", "page", "c", "r3")]
-    assert reusable_margins(old, cands) == {("code a", "r1"): 0.5, ("", "r1"): 0.25, ("", "r2"): 0.5}
-    # the committed table itself: every tune row is one (chunk, record) pair, so all of them are reused
-    tune = [r for r in table if r["origin"].endswith("tune")]
-    keys = {(r["origin"], r["group"], r["record_id"]) for r in tune}
-    assert len(keys) == len(tune)
+def test_a_recollected_table_reuses_only_the_margins_whose_inputs_are_unchanged(table: list[dict]) -> None:
+    """`train accept-table` keeps a committed margin only for the same judge and prompt, code and record: each
+    row carries the hash of what its margin and its record's empty-chunk margin were computed from."""
+    judge = "qwen-1.5b|model.gguf|v4"
+    key = margin_key(judge, "code a", "record r1")
+    assert len({key, margin_key(judge, "code b", "record r1"), margin_key(judge, "code a", "record r1 edited"),
+                margin_key("qwen-1.5b|model.gguf|v5", "code a", "record r1")}) == 4
+    old = [{"margin_key": key, "empty_key": margin_key(judge, "", "record r1"), "margin": 0.5, "pmi_margin": 0.25},
+           {"margin_key": "k2", "empty_key": "e2", "margin": None, "pmi_margin": None}]
+    assert reusable_margins(old) == {key: 0.5, margin_key(judge, "", "record r1"): 0.25}
+    # the committed table: every row keeps its keys, and one key never names two different margins
+    assert all(r["margin_key"] and r["empty_key"] for r in table)
+    margins: dict[str, set[float]] = {}
+    for r in table:
+        margins.setdefault(r["margin_key"], set()).add(r["margin"])
+    assert all(len(v) == 1 for v in margins.values())

@@ -71,9 +71,14 @@ def test_what_a_chain_returns_names_the_classes_its_later_links_use(uses: ClassU
     assert found["World2D"] == "get_world_2d().direct_space_state"
     assert found["PhysicsDirectSpaceState2D"] == "space.intersect_ray"
     assert found["PackedScene"] == "POP: PackedScene"  # a constant's type, though its name is upper case
-    # a call left open, or with arguments past the scan's reach, ends the chain without a guess
+    # a call's arguments, however long, are skipped; a call left open ends the chain without a guess
+    long_args = "extends Node\nfunc f():\n\tget_tree().create_timer(" + "(" * 250 + "1" + ")" * 251 + ".timeout\n"
+    assert _found(uses, long_args).keys() == {"SceneTree", "SceneTreeTimer"}
     assert _found(uses, "extends Node\nfunc f():\n\tget_tree().create_timer(" + "(" * 500 + "1).timeout").keys() == {
         "SceneTree"}
+    # a link no class defines ends it too: the chain's type is unknown, not the type before the link
+    assert _found(uses, "extends Node\nfunc f():\n\tvar spawn := $Marker2D.spawn_point\n"
+                        "\tspawn.global_position = Vector2.ZERO\n") == {}
 
 
 def test_the_reference_chunk_uses_input_and_animatedsprite2d(uses: ClassUses) -> None:

@@ -64,7 +64,8 @@ _SIGNATURE = re.compile(r"Signature: (?:static )?([A-Z]\w*) \w+\.\w+")
 _HEAD = re.compile(r"(?<![\w.$%@])([$%](?:%?\w+/)*%?[A-Za-z_]\w*|[A-Za-z_]\w*)")
 _NEXT = re.compile(r"[ \t]*\.[ \t]*([A-Za-z_]\w*)")
 _ASSIGNED = re.compile(r"\bvar[ \t]+([a-z_]\w*)[ \t]*:?=[ \t]*")
-_ARGS_MAX = 400  # a call whose arguments run longer ends its chain: a long line is not rescanned per name
+_PAREN = re.compile(r"[()]")
+_BLANKS = re.compile(r"[ \t]*")
 
 
 def class_names(result: RuleResult) -> frozenset[str]:
@@ -158,10 +159,11 @@ class ClassUses:
         types = {v: t for rx in (_TYPED_VAR, _NEW_VAR, _AS_VAR, _NODE_VAR) for v, t in rx.findall(text)
                  if t in self.classes}
         own = set(_DECLARED.findall(text)) | {f for f in _FUNC.findall(text) if self.defining(base, f) is None}
+        closing = _closing(text)
         for m in _ASSIGNED.finditer(text):  # `var t := create_tween()`: t is what the chain returns
             head = _HEAD.match(text, m.end())
             if head and m.group(1) not in types:
-                typed = self._chain(text, head, types, base, own)[1]
+                typed = self._chain(text, head, types, base, own, closing)[1]
                 if typed:
                     types[m.group(1)] = typed
         dotted = _MEMBER_USE.findall(text)
@@ -169,7 +171,8 @@ class ClassUses:
         used += [(m.group(1), m.group(0), m.group(2)) for m in _NODE_USE.finditer(text) if m.group(1) in self.classes]
         if base in self.classes:
             # the script's own names; a func the base chain defines overrides a virtual (`_draw`), a use
-            used += [(base, n, n) for n in _BARE.findall(text) if n not in own | set(types)]
+            skip = own | set(types)
+            used += [(base, n, n) for n in dict.fromkeys(_BARE.findall(text)) if n not in skip]  # once a name
             used += [(base, f"self.{member}", member) for v, member in dotted if v == "self"]
         for cls, shown, member in used:
             owner = self.defining(cls, member)
@@ -179,11 +182,12 @@ class ClassUses:
         # what a chain's calls and properties return: `get_tree().create_timer(1.0).timeout` uses SceneTree
         # and SceneTreeTimer (the first link is found above; later ones only here)
         for head in _HEAD.finditer(text):
-            yield from self._chain(text, head, types, base, own)[0]
+            yield from self._chain(text, head, types, base, own, closing)[0]
 
-    def _chain(self, text: str, head: re.Match[str], types: dict[str, str], base: str | None,
-               own: set[str]) -> tuple[list[tuple[str, str, str]], str | None]:
-        """The members a chain uses, each with its defining class, and the class the whole chain returns."""
+    def _chain(self, text: str, head: re.Match[str], types: dict[str, str], base: str | None, own: set[str],
+               closing: dict[int, int]) -> tuple[list[tuple[str, str, str]], str | None]:
+        """The members a chain uses, each with its defining class, and the class the whole chain returns (None
+        when a link is unknown: its type would be a guess)."""
         name = head.group(1)
         if name == "self":
             cur = base
@@ -197,30 +201,40 @@ class ClassUses:
             cur = self.classes[owner].returns.get(name)  # `get_tree()`: a member of the script's base
         else:
             cur = None
+        if cur not in self.classes:
+            return [], None
         uses: list[tuple[str, str, str]] = []
-        at = _after_call(text, head.end())
+        at = _after_call(text, head.end(), closing)
         shown = name + ("()" if at > head.end() else "")  # the chain without its arguments
-        while cur in self.classes and at >= 0:
-            link = _NEXT.match(text, at)
-            owner = self.defining(cur, link.group(1)) if link else None
-            if link is None or owner is None:
-                break
+        while at >= 0 and (link := _NEXT.match(text, at)):
             member = link.group(1)
+            owner = self.defining(cur, member)
+            if owner is None:
+                return uses, None
             shown += f".{member}"
             uses.append((owner, shown, member))
-            cur, at = self.classes[owner].returns.get(member), _after_call(text, link.end())
+            cur, at = self.classes[owner].returns.get(member), _after_call(text, link.end(), closing)
             shown += "()" if at > link.end() else ""
-        return uses, cur if cur in self.classes and at >= 0 else None
+            if cur not in self.classes:
+                return uses, None
+        return uses, cur if at >= 0 else None
 
 
-def _after_call(text: str, at: int) -> int:
-    """The index after a call's balanced `(...)` starting at ``at`` (``at`` when none does; -1 when unbalanced)."""
-    start = at + len(text[at:at + 8]) - len(text[at:at + 8].lstrip(" \t"))
+def _closing(text: str) -> dict[int, int]:
+    """Each `(` -> the index after its matching `)`; an unclosed one has none (one pass: long chunks stay linear)."""
+    out: dict[int, int] = {}
+    opened: list[int] = []
+    for m in _PAREN.finditer(text):
+        if m.group() == "(":
+            opened.append(m.start())
+        elif opened:
+            out[opened.pop()] = m.end()
+    return out
+
+
+def _after_call(text: str, at: int, closing: dict[int, int]) -> int:
+    """The index after a call's `(...)` starting at ``at`` (``at`` when none does; -1 when it is never closed)."""
+    start = _BLANKS.match(text, at).end()
     if text[start:start + 1] != "(":
         return at
-    depth = 0
-    for n in range(start, min(len(text), start + _ARGS_MAX)):
-        depth += {"(": 1, ")": -1}.get(text[n], 0)
-        if depth == 0:
-            return n + 1
-    return -1
+    return closing.get(start, -1)

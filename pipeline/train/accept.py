@@ -14,6 +14,7 @@ committed; fitting it takes a second and is what ``models train`` does.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import random
 from collections.abc import Callable
@@ -66,8 +67,16 @@ def rarest(ev: Evidence, weight: Callable[[str], float]) -> float:
     return max((weight(i.text) for i in ev.items), default=0.0)
 
 
-def row(engine, c: Candidate, judge: Callable[[str, str], float | None]) -> dict:
-    """The table row of one candidate: free features, Qwen's margin and its empty-chunk margin."""
+def margin_key(fingerprint: str, code: str, record_text: str) -> str:
+    """What a Qwen margin depends on (the judge and its prompt, the code, the record), hashed: a table row keeps
+    it, so a re-collected table reuses exactly the margins whose inputs did not change."""
+    return hashlib.sha256("|".join([fingerprint, code, record_text]).encode()).hexdigest()[:24]
+
+
+def row(engine, c: Candidate, judge: Callable[[str, str], float | None],
+        key: Callable[[str, str], str] | None = None) -> dict:
+    """The table row of one candidate: free features, Qwen's margin and its empty-chunk margin (with ``key``,
+    the :func:`margin_key` of each)."""
     record = engine.store.get(c.record_id)
     ev = collect(c.code, record, weight=engine.term_weight)
     facts = engine.features.chunk_facts(c.code, [])
@@ -76,7 +85,8 @@ def row(engine, c: Candidate, judge: Callable[[str, str], float | None]) -> dict
                          same_page=c.same_page)
     margin, empty = judge(c.code, c.record_id), judge("", c.record_id)
     llm = {"margin": margin, "pmi_margin": None if margin is None or empty is None else margin - empty}
-    return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm}
+    keys = {"margin_key": key(c.code, c.record_id), "empty_key": key("", c.record_id)} if key else {}
+    return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm, **keys}
 
 
 def load_table(path: Path = TABLE) -> list[dict]:
@@ -240,32 +250,21 @@ def docs_candidates(engine, n_queries: int, seed: int, top_k: int = 8, own: bool
     return out
 
 
-def reusable_margins(old: list[dict], cands: list[Candidate]) -> dict[tuple[str, str], float]:
-    """Margins the committed table already holds, keyed by (code, record id): a margin depends only on the code,
-    the record and the prompt. A candidate takes its row's margin when (origin, group, record) names one row
-    of ``old``; two crops of one page are told apart by nothing else, so those are asked again. Each record's
-    empty-chunk margin comes back as ("", record id)."""
-    rows: dict[tuple[str, str, str], list[dict]] = {}
+def reusable_margins(old: list[dict]) -> dict[str, float]:
+    """The margins an earlier table holds, by :func:`margin_key`: its own margin and its record's empty-chunk one."""
+    out: dict[str, float] = {}
     for r in old:
-        rows.setdefault((r["origin"], r["group"], r["record_id"]), []).append(r)
-    out: dict[tuple[str, str], float] = {}
-    for c in cands:
-        hit = rows.get((c.origin, c.group, c.record_id), [])
-        if len(hit) == 1 and hit[0]["margin"] is not None:
-            out[(c.code, c.record_id)] = hit[0]["margin"]
-    for r in old:
-        if r["margin"] is not None and r["pmi_margin"] is not None:
-            out.setdefault(("", r["record_id"]), r["margin"] - r["pmi_margin"])
+        if r.get("margin_key") and r["margin"] is not None:
+            out[r["margin_key"]] = r["margin"]
+            if r.get("empty_key") and r["pmi_margin"] is not None:
+                out[r["empty_key"]] = r["margin"] - r["pmi_margin"]
     return out
 
 
 def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
                   progress: Progress | None = None, reuse: list[dict] | None = None) -> list[dict]:
     """Every row, with Qwen margins (cached on disk: an interrupted collection resumes where it stopped).
-    ``reuse``: an earlier table whose margins stand, for a table re-collected because the rankings changed
-    (not for a new prompt: its margins would be stale)."""
-    import hashlib
-
+    ``reuse``: an earlier table, whose margins stand where their judge, prompt, code and record are unchanged."""
     import diskcache
 
     from pipeline import config
@@ -276,18 +275,21 @@ def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
     validator.generate_evidence = False  # margins only
     cache = diskcache.Cache(str(config.cache_dir() / "accept-margins"))
 
+    def key(code: str, record_id: str) -> str:
+        return margin_key(validator.fingerprint, code, record_line(engine.store.get(record_id)))
+
     def judge(code: str, record_id: str) -> float | None:
-        if (code, record_id) in known:
-            return known[(code, record_id)]
+        if key(code, record_id) in known:
+            return known[key(code, record_id)]
         record = engine.store.get(record_id)
-        key = "|".join([validator.fingerprint, hashlib.sha256(code.encode()).hexdigest(),
-                        hashlib.sha256(record_line(record).encode()).hexdigest()])
-        hit = cache.get(key)
+        cached = "|".join([validator.fingerprint, hashlib.sha256(code.encode()).hexdigest(),
+                           hashlib.sha256(record_line(record).encode()).hexdigest()])
+        hit = cache.get(cached)
         if isinstance(hit, float):
             return hit
         j = validator.judge(code, record, collect(code, record, weight=engine.term_weight))
         if j.margin is not None:
-            cache.set(key, float(j.margin))
+            cache.set(cached, float(j.margin))
         return j.margin
 
     from pipeline.evaluate import RULE_TUNE_SET
@@ -295,11 +297,11 @@ def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
     cands = (dev_candidates(engine) + docs_candidates(engine, n_docs_queries, seed)
              + dev_candidates(engine, path=RULE_TUNE_SET, origin="rule-tune")
              + docs_candidates(engine, n_docs_queries, seed, own=True))
-    known = reusable_margins(reuse or [], cands)
+    known = reusable_margins(reuse or [])
     # Same prompt prefix back to back (Qwen reuses it): every chunk's records, then every record's empty chunk.
     pairs = [(c.code, c.record_id) for c in cands] + sorted({("", c.record_id) for c in cands})
     for n, (code, rid) in enumerate(pairs):
         judge(code, rid)
         if progress:
             progress("Qwen margins", n + 1, len(pairs))
-    return [row(engine, c, judge) for c in cands]
+    return [row(engine, c, judge, key) for c in cands]
