@@ -63,14 +63,13 @@ def test_what_a_chain_returns_names_the_classes_its_later_links_use(uses: ClassU
             "\tawait get_tree().create_timer(0.5).timeout\n\tvar tween := create_tween()\n"
             "\ttween.tween_property(self, \"scale\", Vector2.ONE, 0.2).set_trans(Tween.TRANS_BACK)\n"
             "\tvar space := get_world_2d().direct_space_state\n\tspace.intersect_ray(query)\n")
+    # the return types of the class reference's signatures type each later link, and `var x :=` of a chain;
+    # a constant's type counts though its name is upper case
+    expected = {"SceneTree": "get_tree().create_timer", "SceneTreeTimer": "get_tree().create_timer().timeout",
+                "PropertyTweener": "tween.tween_property().set_trans", "World2D": "get_world_2d().direct_space_state",
+                "PhysicsDirectSpaceState2D": "space.intersect_ray", "PackedScene": "POP: PackedScene"}
     found = _found(uses, code)
-    # the return types of the class reference's signatures type each later link, and `var x :=` of a chain
-    assert found["SceneTree"] == "get_tree().create_timer"
-    assert found["SceneTreeTimer"] == "get_tree().create_timer().timeout"
-    assert found["PropertyTweener"] == "tween.tween_property().set_trans"
-    assert found["World2D"] == "get_world_2d().direct_space_state"
-    assert found["PhysicsDirectSpaceState2D"] == "space.intersect_ray"
-    assert found["PackedScene"] == "POP: PackedScene"  # a constant's type, though its name is upper case
+    assert {name: found.get(name) for name in expected} == expected
     # a call's arguments, however long, are skipped; a call left open ends the chain without a guess
     long_args = "extends Node\nfunc f():\n\tget_tree().create_timer(" + "(" * 250 + "1" + ")" * 251 + ".timeout\n"
     assert _found(uses, long_args).keys() == {"SceneTree", "SceneTreeTimer"}
