@@ -73,10 +73,9 @@ def margin_key(fingerprint: str, code: str, record_text: str) -> str:
     return hashlib.sha256("|".join([fingerprint, code, record_text]).encode()).hexdigest()[:24]
 
 
-def row(engine, c: Candidate, judge: Callable[[str, str], float | None],
-        key: Callable[[str, str], str] | None = None) -> dict:
-    """The table row of one candidate: free features, Qwen's margin and its empty-chunk margin (with ``key``,
-    the :func:`margin_key` of each)."""
+def row(engine, c: Candidate, judge: Callable[[str, str], float | None], key: Callable[[str, str], str]) -> dict:
+    """The table row of one candidate: free features, Qwen's margin and its empty-chunk margin, and the
+    :func:`margin_key` of each."""
     record = engine.store.get(c.record_id)
     ev = collect(c.code, record, weight=engine.term_weight)
     facts = engine.features.chunk_facts(c.code, [])
@@ -85,8 +84,8 @@ def row(engine, c: Candidate, judge: Callable[[str, str], float | None],
                          same_page=c.same_page)
     margin, empty = judge(c.code, c.record_id), judge("", c.record_id)
     llm = {"margin": margin, "pmi_margin": None if margin is None or empty is None else margin - empty}
-    keys = {"margin_key": key(c.code, c.record_id), "empty_key": key("", c.record_id)} if key else {}
-    return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm, **keys}
+    return {"group": c.group, "origin": c.origin, "record_id": c.record_id, "label": c.label, **free, **llm,
+            "margin_key": key(c.code, c.record_id), "empty_key": key("", c.record_id)}
 
 
 def load_table(path: Path = TABLE) -> list[dict]:
@@ -279,17 +278,14 @@ def collect_table(engine, n_docs_queries: int = 30, seed: int = 13,
         return margin_key(validator.fingerprint, code, record_line(engine.store.get(record_id)))
 
     def judge(code: str, record_id: str) -> float | None:
-        if key(code, record_id) in known:
-            return known[key(code, record_id)]
-        record = engine.store.get(record_id)
-        cached = "|".join([validator.fingerprint, hashlib.sha256(code.encode()).hexdigest(),
-                           hashlib.sha256(record_line(record).encode()).hexdigest()])
-        hit = cache.get(cached)
+        k = key(code, record_id)  # one key for the table's margins and the disk cache
+        hit = known[k] if k in known else cache.get(k)
         if isinstance(hit, float):
             return hit
+        record = engine.store.get(record_id)
         j = validator.judge(code, record, collect(code, record, weight=engine.term_weight))
         if j.margin is not None:
-            cache.set(cached, float(j.margin))
+            cache.set(k, float(j.margin))
         return j.margin
 
     from pipeline.evaluate import RULE_TUNE_SET
