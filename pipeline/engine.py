@@ -348,7 +348,7 @@ class Engine:
     def class_uses(self, prepared: Prepared) -> RuleResult:
         """The engine classes the chunk uses (pipeline/stages/classuse.py), found once for D and F."""
         if prepared.classes is None:
-            prepared.classes = self.class_rule.run(prepared.chunk.text, self.facts(prepared))
+            prepared.classes = self.class_rule.run(prepared.chunk.text, self.facts(prepared), prepared.chunk.context)
         return prepared.classes
 
     @property

@@ -358,6 +358,8 @@ class ChunkInfo(BaseModel):
     n_lines: int
     language: str  # best guess: "gdscript", "csharp", "python", "unknown"
     notices: list[str] = Field(default_factory=list)  # e.g. truncation, decoding repairs
+    # a batch chunk's file declarations (its `extends`, typed members): the class-use rule reads them
+    context: str = ""
 
 
 class KBInfo(BaseModel):

@@ -96,6 +96,15 @@ def test_split_by_top_level_function_and_class(parser: str) -> None:
         assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line]) + "\n"
 
 
+def test_a_function_carries_its_files_declarations_an_inner_class_none() -> None:
+    chunks = {c.name or c.kind: c for c in split_source(SCRIPT, "x.gd")}
+    # the extends and the members outside the chunk, each statement whole (the dict's three lines)
+    assert chunks["_process"].context == ('extends CharacterBody2D\n@export var speed := 200.0\n'
+                                          'var table = {\n"a": 1,\n}\nvar between := 3\n')
+    assert "speed" not in chunks["header"].context and "between" in chunks["header"].context  # its own rows: no
+    assert chunks["Inner"].context == ""  # an inner class has its own base and cannot see the file's members
+
+
 def test_spaces_split_like_tabs() -> None:
     with_tabs = split_source(SCRIPT, parser="lines")
     with_spaces = split_source(SCRIPT.replace("\t", "    "), parser="lines")
@@ -200,6 +209,10 @@ def test_identical_chunks_are_one_job() -> None:
     assert jobs[0].key == chunk_key(a[0].sha256, FAST, "kbhash")
     assert chunk_key(a[0].sha256, FAST, "other") != jobs[0].key
     assert chunk_key(a[0].sha256, Settings(alternatives=("F",), run_validator=False), "kbhash") != jobs[0].key
+    # the same function in files with other bases is run once per base: the class-use rule reads the base
+    c = split_source("extends Node2D\nfunc f():\n\treturn 1\n", "c.gd")[-1]
+    p.chunks = a + b + [c]
+    assert c.text == a[0].text and [len(j.duplicates) for j in jobs_for(p, FAST, "kbhash")] == [1, 0]
 
 
 # --------------------------------------------------------------------------- results file

@@ -48,6 +48,22 @@ def test_named_classes_and_the_classes_that_define_the_members_used(uses: ClassU
     assert "Node" not in found and "Vector2" not in found and "Object" not in found
 
 
+def test_a_function_cut_from_its_file_reads_the_files_base_and_members(uses: ClassUses) -> None:
+    context = ("extends CharacterBody2D\n@onready var nav: NavigationAgent2D = $Nav\n"
+               "@onready var hurt: Timer = $Hurt\nvar fade := create_tween()\n")
+    code = ("func _physics_process(delta: float) -> void:\n\tglobal_position = nav.get_next_path_position()\n"
+            "\tmove_and_slide()\n\tfade.tween_property(self, \"modulate\", Color.RED, 0.2)\n")
+    assert _found(uses, code) == {}  # alone, its names mean nothing
+    found = {u.name: u.use for u in uses.uses(code, context)}
+    assert found == {
+        "NavigationAgent2D": "nav.get_next_path_position",
+        "Tween": "fade.tween_property",  # typed by what the file's `create_tween()` returns
+        "Node2D": "global_position (defined in Node2D, which CharacterBody2D inherits; "
+                  "the file extends CharacterBody2D)",
+        "CharacterBody2D": "move_and_slide (the file extends CharacterBody2D)",
+    }  # the file's own declarations are not uses: no CharacterBody2D by name, no Timer (`hurt` is unused here)
+
+
 def test_one_line_class_name_constants_and_overridden_virtuals(uses: ClassUses) -> None:
     code = ("class_name Star extends Node2D\n\nfunc _draw() -> void:\n\tdraw_circle(Vector2.ZERO, 4.0, Color.RED)\n\n"
             "func pop() -> void:\n\tcreate_tween().set_trans(Tween.TRANS_BACK)\n")

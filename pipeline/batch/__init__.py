@@ -5,7 +5,7 @@ them as tasks, see docs/scaling.md:
 
 * :mod:`~pipeline.batch.splitter`: :func:`split_source`, a file's text -> :class:`Chunk`\\ s
   (top-level functions and classes, a header chunk for non-trivial top-level declarations,
-  long blocks split at blank lines);
+  long blocks split at blank lines), each function with its file's declarations as ``context``;
 * :mod:`~pipeline.batch.plan`: :func:`plan` (paths -> chunks) and :func:`jobs_for` (one
   :class:`Job` per distinct :func:`chunk_key`);
 * :mod:`~pipeline.batch.results`: :class:`ResultLine`, the typed line, and :class:`ResultsLog`,

@@ -1,7 +1,8 @@
 """Files or folders -> chunk jobs, one per distinct key (what a driver does before any model runs).
 
-A chunk's key is sha256(chunk sha256, ``Settings.cache_key()``, KB content hash): the same
-code under the same settings and KB is never run twice, and changing any of the three runs it again.
+A chunk's key is sha256(chunk input sha256, ``Settings.cache_key()``, KB content hash), the input being the
+chunk's text and its file's declarations (``Chunk.context``): the same code in the same file context under the
+same settings and KB is never run twice, and changing any of them runs it again.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def jobs_for(p: Plan, settings: Settings, kb_hash: str) -> list[Job]:
     """One job per distinct key, in file order; identical chunks are run once."""
     by_key: dict[str, Job] = {}
     for c in p.chunks:
-        key = chunk_key(c.sha256, settings, kb_hash)
+        key = chunk_key(c.input_sha256, settings, kb_hash)
         if key in by_key:
             by_key[key].duplicates.append(c)
         else:

@@ -60,7 +60,7 @@ def _alt_result(alt: AlternativeTrace, top: int) -> AltResult:
 def _line_fields(chunk: Chunk, settings: Settings, kb_hash: str, duplicates: Sequence[Chunk]) -> dict[str, Any]:
     """Where a chunk's line is from and what it is valid for, whatever its outcome."""
     return {**chunk.location(), "kind": chunk.kind, "name": chunk.name, "part": chunk.part,
-            "sha256": chunk.sha256, "key": chunk_key(chunk.sha256, settings, kb_hash), "kb": kb_hash,
+            "sha256": chunk.sha256, "key": chunk_key(chunk.input_sha256, settings, kb_hash), "kb": kb_hash,
             "settings": SettingsSummary.of(settings), "duplicates": [d.location() for d in duplicates] or None}
 
 
@@ -76,7 +76,7 @@ def process_chunk(engine: Engine, chunk: Chunk, settings: Settings, *, top: int 
     kb_hash = engine.store.content_hash
     t0 = time.perf_counter()
     try:
-        info = prepare_chunk(chunk.text, truncate=truncate)
+        info = prepare_chunk(chunk.text, truncate=truncate).model_copy(update={"context": chunk.context})
         trace = engine.run(info, settings)
     except Exception as exc:  # one bad chunk or model failure must not stop the batch
         if not isinstance(exc, InputError):

@@ -24,6 +24,10 @@ _CLASS_RE = re.compile(r"^class\s+(\w+)")
 _ANNOTATION_RE = re.compile(r"^@[\w.]+\s*(?:\(.*\))?\s*(?:#.*)?$")  # an annotation alone on its line
 _NOT_NEWLINE = re.compile(r"[^\n]")
 _DECL_RE = re.compile(r"^(?:extends|class_name|@tool|@icon|@static_unload)\b")  # say nothing to retrieve for
+# what a function's names mean in its file: the base class and the typed members (see Chunk.context)
+_CONTEXT_RE = re.compile(r"^(?:(?:class_name\s+\w+\s+)?extends\b"
+                         r"|(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:static\s+)?(?:var|const)\b)")
+MAX_CONTEXT_LINES = 200
 
 
 @dataclass(frozen=True)
@@ -222,10 +226,20 @@ class Chunk:
     part: str | None  # "2/3" when a long block was split at blank lines
     text: str
     notices: tuple[str, ...] = ()  # from reading the file (e.g. decoded as Latin-1)
+    # the file's `extends` and member declarations outside this chunk: a function's `velocity` or `nav.x`
+    # means what they declare (the class-use rule reads it; no stage searches it)
+    context: str = ""
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def input_sha256(self) -> str:
+        """What a run reads: the text and, when the file gives one, its context."""
+        if not self.context:
+            return self.sha256
+        return hashlib.sha256(f"{self.text}\0{self.context}".encode()).hexdigest()
 
     def location(self) -> dict[str, Any]:
         return {"file": self.file, "chunk": self.index, "start_line": self.start_line, "end_line": self.end_line}
@@ -250,12 +264,31 @@ def split_source(text: str, file: str = "<text>", max_lines: int = DEFAULT_MAX_L
             raise ValueError("tree-sitter-gdscript cannot parse this text")
         starts = _starts_by_lines(text, lines)
     chunks: list[Chunk] = []
+    declared = _declarations(lines, starts)
     for span in top_level_spans(lines, starts, min_header_lines):
         pieces = split_long(lines, span.start, span.end, max_lines)
         for p, (s, e) in enumerate(pieces, start=1):
+            # an inner class has its own base and cannot see the file's members
+            context = "" if span.kind == "class" else _context(lines, declared, s, e)
             chunks.append(Chunk(file, len(chunks), s + 1, e + 1, span.kind, span.name,
                                 f"{p}/{len(pieces)}" if len(pieces) > 1 else None,
-                                "\n".join(lines[s:e + 1]) + "\n", tuple(notices)))
+                                "\n".join(lines[s:e + 1]) + "\n", tuple(notices), context))
     return chunks
+
+
+def _declarations(lines: Sequence[str], starts: list[int]) -> list[tuple[int, int]]:
+    """Rows of the file's top-level `extends` and `var`/`const` statements."""
+    out = []
+    for it in _items(lines, starts):
+        if it.kind in ("decl", "stmt") and _CONTEXT_RE.match(lines[it.start]):
+            span = _trim(lines, it.start, it.end)
+            if span:
+                out.append(span)
+    return out
+
+
+def _context(lines: Sequence[str], declared: Sequence[tuple[int, int]], start: int, end: int) -> str:
+    rows = [r for s, e in declared if e < start or s > end for r in range(s, e + 1)][:MAX_CONTEXT_LINES]
+    return "".join(lines[r] + "\n" for r in rows)
 
 

@@ -125,26 +125,27 @@ class ClassUses:
         chain = (cls, *own.parents) if own else ()
         return next((c for c in chain if c in self.classes and member in self.classes[c].members), None)
 
-    def run(self, code: str, facts: ChunkFacts) -> RuleResult:
+    def run(self, code: str, facts: ChunkFacts, context: str = "") -> RuleResult:
         """The classes ``code`` uses (named ones first, then those defining a member it uses); none for another
-        language."""
+        language. ``context``: the declarations of the file the code was cut from (its ``extends`` and member
+        variables), which type the code's names but are not uses themselves."""
         t0 = time.perf_counter()
         hits: list[RuleHit] = []
         if not facts.foreign and self.classes:
-            for use in self.uses(code):
+            for use in self.uses(code, context):
                 hits.append(RuleHit(RecordRef.of(self.store.get(use.record_id)), len(hits) + 1, use.use))
         return RuleResult(hits, (time.perf_counter() - t0) * 1000)
 
-    def uses(self, code: str) -> list[ClassUse]:
+    def uses(self, code: str, context: str = "") -> list[ClassUse]:
         """Each engine class once, with the first use found; comments and strings do not count."""
         found: dict[str, ClassUse] = {}
-        for cls, use, member in self._named(code_only(code)):
+        for cls, use, member in self._named(code_only(code), code_only(context) if context else ""):
             if cls in self.classes and cls not in TOO_COMMON and cls not in found:
                 info = self.classes[cls]
                 found[cls] = ClassUse(cls, info.members.get(member, info.record_id) if member else info.record_id, use)
         return list(found.values())
 
-    def _named(self, text: str) -> Iterator[tuple[str, str, str | None]]:
+    def _named(self, text: str, context: str = "") -> Iterator[tuple[str, str, str | None]]:
         """(class, the code that uses it, the member used or None), named classes first."""
         base = _EXTENDS.search(text)
         if base:
@@ -152,37 +153,55 @@ class ClassUses:
         for rx in _NAMING:
             for m in rx.finditer(text):
                 yield m.group(1), m.group(0).strip(), None
-        yield from self._defined(text, base.group(1) if base else None)
+        # a function cut from a file: the file's `extends` is its base, but the function does not name it
+        inherited = None if base else _EXTENDS.search(context)
+        yield from self._defined(text, base.group(1) if base else inherited.group(1) if inherited else None,
+                                 context, inherited is not None)
 
-    def _defined(self, text: str, base: str | None) -> Iterator[tuple[str, str, str | None]]:
-        """Classes that define a member the code uses on a typed variable, a `$Node` or itself."""
-        types = {v: t for rx in (_TYPED_VAR, _NEW_VAR, _AS_VAR, _NODE_VAR) for v, t in rx.findall(text)
-                 if t in self.classes}
-        own = set(_DECLARED.findall(text)) | {f for f in _FUNC.findall(text) if self.defining(base, f) is None}
+    def _defined(self, text: str, base: str | None, context: str = "",
+                 inherited: bool = False) -> Iterator[tuple[str, str, str | None]]:
+        """Classes that define a member the code uses on a typed variable, a `$Node` or itself; the context's
+        declarations type names first, the code's own then override them."""
+        own = {f for f in _FUNC.findall(text) if self.defining(base, f) is None}
+        types: dict[str, str] = {}
+        for src in (context, text):
+            own |= set(_DECLARED.findall(src))
+            explicit = {v: t for rx in (_TYPED_VAR, _NEW_VAR, _AS_VAR, _NODE_VAR) for v, t in rx.findall(src)
+                        if t in self.classes}
+            types |= explicit
+            self._assigned(src, types, set(explicit), base, own)
         closing = _closing(text)
-        for m in _ASSIGNED.finditer(text):  # `var t := create_tween()`: t is what the chain returns
-            head = _HEAD.match(text, m.end())
-            if head and m.group(1) not in types:
-                typed = self._chain(text, head, types, base, own, closing)[1]
-                if typed:
-                    types[m.group(1)] = typed
         dotted = _MEMBER_USE.findall(text)
-        used = [(types[v], f"{v}.{member}", member) for v, member in dotted if v in types]
-        used += [(m.group(1), m.group(0), m.group(2)) for m in _NODE_USE.finditer(text) if m.group(1) in self.classes]
+        used = [(types[v], f"{v}.{member}", member, False) for v, member in dotted if v in types]
+        used += [(m.group(1), m.group(0), m.group(2), False) for m in _NODE_USE.finditer(text)
+                 if m.group(1) in self.classes]
         if base in self.classes:
             # the script's own names; a func the base chain defines overrides a virtual (`_draw`), a use
             skip = own | set(types)
-            used += [(base, n, n) for n in dict.fromkeys(_BARE.findall(text)) if n not in skip]  # once a name
-            used += [(base, f"self.{member}", member) for v, member in dotted if v == "self"]
-        for cls, shown, member in used:
+            used += [(base, n, n, inherited) for n in dict.fromkeys(_BARE.findall(text)) if n not in skip]  # once
+            used += [(base, f"self.{member}", member, inherited) for v, member in dotted if v == "self"]
+        for cls, shown, member, via_file in used:
             owner = self.defining(cls, member)
             if owner is not None:
-                via = "" if owner == cls else f" (defined in {owner}, which {cls} inherits)"
-                yield owner, f"{shown}{via}", member
+                via = [] if owner == cls else [f"defined in {owner}, which {cls} inherits"]
+                via += [f"the file extends {cls}"] if via_file else []
+                yield owner, shown + (f" ({'; '.join(via)})" if via else ""), member
         # what a chain's calls and properties return: `get_tree().create_timer(1.0).timeout` uses SceneTree
         # and SceneTreeTimer (the first link is found above; later ones only here)
         for head in _HEAD.finditer(text):
             yield from self._chain(text, head, types, base, own, closing)[0]
+
+    def _assigned(self, text: str, types: dict[str, str], explicit: set[str], base: str | None,
+                  own: set[str]) -> None:
+        """`var t := create_tween()`: t is what the chain returns (into ``types``; a type the same text states
+        stays)."""
+        closing = _closing(text)
+        for m in _ASSIGNED.finditer(text):
+            head = _HEAD.match(text, m.end())
+            if head and m.group(1) not in explicit:
+                typed = self._chain(text, head, types, base, own, closing)[1]
+                if typed:
+                    types[m.group(1)] = typed
 
     def _chain(self, text: str, head: re.Match[str], types: dict[str, str], base: str | None, own: set[str],
                closing: dict[int, int]) -> tuple[list[tuple[str, str, str]], str | None]:

@@ -68,6 +68,9 @@ def panel_chunk(trace: Trace) -> None:
         st.info(f"This looks like {c.language}, not GDScript: expect weak matches and rejections.")
     st.code(c.text, language="gdscript" if c.language in ("gdscript", "unknown") else c.language,
             line_numbers=True, height="content" if c.n_lines <= 30 else 560)
+    if c.context:
+        with st.expander("The file's declarations (its `extends` and members), read only by the class-use rule"):
+            st.code(c.context, language="gdscript")
     q = trace.query
     if q is not None and q.rows:
         with st.expander(f"Query terms read off the chunk ({q.count} unique, parser: {q.parser})"):
