@@ -79,6 +79,9 @@ def eval_command(
     = False,
     long: Annotated[bool, typer.Option("--long", help="long scripts (held-out pages' code) whole vs by function")]
     = False,
+    class_accepts: Annotated[bool, typer.Option(
+        "--class-accepts", help="with --validate: also accept the class records of the classes the code uses")]
+    = False,
     kb: Annotated[list[Path] | None, typer.Option(help="your own JSONL files or folder")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -124,7 +127,7 @@ def eval_command(
             bar.close()
             _emit(f"{where}: {sum(1 for c in chunks if c.relevant)} labelled chunks", rows, as_json)
             return
-        settings = Settings(alternatives=alt.alternatives, run_validator=validate)
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate, class_accepts=class_accepts)
         if validate:  # every accept policy side by side; verdicts are cached, so only the first run pays
             reports = evaluate_policies(engine, chunks, settings, tick, policy or ())
             bar.close()

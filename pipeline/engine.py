@@ -423,9 +423,11 @@ class Engine:
                 policy = "qwen_and_evidence"
                 why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "
                                                   f"\"{POLICIES[policy].label}\" decided"]))
+        classes = ({h.ref.source.removeprefix("class/"): h.use for h in self.class_uses(prepared).hits}
+                   if s.class_accepts and accept is not None else None)
         return Validate(self.store, validator, top_k=s.validator_top_k, label_fit=s.label_fit, policy=policy,
                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight,
-                        accept=accept)
+                        accept=accept, classes=classes)
 
     def run(self, data: bytes | str | ChunkInfo, settings: Settings | None = None,
             progress: ProgressFn = _quiet, cancelled: Cancel | None = None, prime: bool = False) -> Trace:

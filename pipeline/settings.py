@@ -98,6 +98,10 @@ class Settings(BaseModel):
     # in the top k). Chosen on the tune half (pipeline/stages/scope.py).
     label_fit: float = Field(0.5, ge=0.0, le=2.0)
     accept_policy: AcceptPolicy = "calibrated"
+    # With the calibrated policy: accept the class-reference records of the classes the code uses (the class-use
+    # rule) wherever they rank in the final list, on the rule's evidence. Off by default: the dev set's labeller
+    # graded about half of such pages 0, the rule-graded sets grade them relevant (bench/NOTES.md).
+    class_accepts: bool = False
     margin_threshold: float | None = Field(None, ge=-20.0, le=20.0)  # None = the calibrated default
     timeout_s: float = Field(30.0, ge=1.0, le=600.0)
 

@@ -282,12 +282,15 @@ class ValidateTrace(StageTrace[ValidateRow]):
     accept_model: str | None = None  # policy "calibrated": the model that decided
     p_threshold: float | None = None
     skipped: int = 0  # candidates decided without Qwen: calls saved
+    class_accepts: bool = False  # Settings.class_accepts: the class records of the classes the code uses
 
     @property
     def scope_text(self) -> str:
         """What the validator judges, in words: the top k, and the labels that fit the code."""
         extra = (f", and any label with {self.label_fit:.0%} of its match terms in the code"
                  if self.label_fit is not None and self.label_fit <= 1 else "")
+        if self.class_accepts:
+            extra += ", and the class records of the classes the code uses (accepted on that evidence)"
         return f"the top {self.top_k}{extra}"
 
     @property

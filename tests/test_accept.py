@@ -123,3 +123,25 @@ def test_godot3_code_accepts_only_its_pages_or_the_renames(engine: Engine) -> No
         row = next(r for r in alt.validation.rows if r.record_id == "rename:KinematicBody2D")
         assert row.accepted and not row.asked_qwen and "rename rule" in row.note, (alt.name, row)
         assert row.p is not None and row.p < row.p_threshold
+
+
+def test_class_accepts_adds_only_the_classes_the_code_uses_on_the_rules_evidence(engine: Engine,
+                                                                                reference: Trace) -> None:
+    on = engine.run(REFERENCE, Settings(class_accepts=True))
+    for name, alt in on.alternatives.items():
+        v = alt.validation
+        assert v is not None and v.class_accepts and "classes the code uses" in v.scope_text
+        off = {it.record_id for it in reference.alternatives[name].final if it.accepted}
+        accepted = {it.record_id: it for it in alt.final if it.accepted}
+        assert off <= set(accepted), name  # nothing the option is off for changes
+        added = {rid: it for rid, it in accepted.items() if rid not in off}
+        # Input.is_action_pressed (p 0.56) sits below the threshold with the option off, in both designs
+        assert "api:Input.is_action_pressed" in added, (name, sorted(accepted))
+        rows = {r.record_id: r for r in v.judged_rows}
+        for rid, it in added.items():
+            assert it.source in ("class/AnimatedSprite2D", "class/Input"), (name, rid)
+            assert "accepted by the class-use rule: the code uses " in rows[rid].note, rows[rid].note
+            assert it.evidence, rid  # Qwen still lists the evidence, checked literally
+        # members the code never calls stay out, however the class is used
+        assert not {"api:AnimatedSprite2D.play_backwards", "api:Input.get_vector"} & set(accepted), name
+        assert not [it for it in accepted.values() if "first_3d_game" in (it.doc_path or "")], name

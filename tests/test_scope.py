@@ -46,3 +46,22 @@ def test_f_judges_the_reference_label_its_ranker_left_below_the_top_8(engine: En
     off = engine.run(REFERENCE, Settings(alternatives=("F",), accept_policy="evidence_only", label_fit=2.0))
     rows = {r.record_id: r for r in off.alternatives["F"].validation.rows}
     assert FITS not in rows or not rows[FITS].in_scope
+
+
+USES = {"AnimatedSprite2D": "$AnimatedSprite2D.play", "Input": "Input.is_action_pressed"}  # the rule's finds
+
+
+def test_the_classes_the_code_uses_are_judged_past_the_top_k_but_not_their_uncalled_members(engine: Engine) -> None:
+    page = "class:AnimatedSprite2D#methods-1"
+    called, uncalled = "api:AnimatedSprite2D.stop", "api:AnimatedSprite2D.play_backwards"
+    node3d = next(r.id for r in engine.store.records if r.source == "class/Node3D")
+    for rid, want in ((page, "AnimatedSprite2D"), (called, "AnimatedSprite2D"), (uncalled, None), (node3d, None)):
+        assert scope.used_class(engine.store.get(rid), REFERENCE, USES) == want, rid
+    assert scope.used_class(engine.store.get(page), REFERENCE, {}) is None
+    docs = [r.id for r in engine.store.records if r.kind == "docs_chunk"][:3]
+    final = _final(engine, [*docs[:2], node3d, uncalled, page, called])
+    s = scope.run(engine.store, REFERENCE, final, top_k=2, label_fit=2.0, classes=USES)
+    assert s.judged == [True, True, False, False, True, True]
+    assert s.notes[4] == "judged past the top 2: the code uses AnimatedSprite2D"
+    off = scope.run(engine.store, REFERENCE, final, top_k=2, label_fit=2.0)  # Settings.class_accepts off
+    assert off.judged == [True, True, False, False, False, False]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ from pipeline.features import ChunkFacts, other_dimension
 from pipeline.kb.migrating import SOURCE as MIGRATING
 from pipeline.records import AnyRecord, ApiMapping
 from pipeline.stages.results import Check, ValidateResult
+from pipeline.stages.scope import used_class
 from pipeline.trace import ChunkInfo, Contribution, FinalItem
 
 if TYPE_CHECKING:
@@ -44,6 +45,16 @@ def rename_rule(record: AnyRecord, ev: Evidence, facts: ChunkFacts) -> str | Non
         return None
     use = next((i.text for i in ev.items if i.field == "source_pattern"), None)
     return f"accepted by the rename rule: the Godot 3 code uses `{use}`, which Godot 4 renamed" if use else None
+
+
+def class_rule(record: AnyRecord, ev: Evidence, code: str, classes: Mapping[str, str]) -> str | None:
+    """Why a class-reference record is accepted whatever its p (``Settings.class_accepts``): the code uses the
+    class (pipeline/stages/classuse.py), and the record shares a string or API with the code."""
+    cls = used_class(record, code, classes)
+    if cls is None or not ev.items:
+        return None
+    use = next((i.text for i in ev.items if i.field == "source_pattern"), None) or classes[cls]
+    return f"accepted by the class-use rule: the code uses {cls} (`{use}`)"
 
 
 def dimension_veto(record: AnyRecord, x: dict[str, float]) -> str | None:
@@ -103,7 +114,8 @@ class Calibrated:
             x0 = free_features(record, ev, self.facts, rank, scaled[n], rarity, chunk.text,
                                same_page=same_page[n])
             p0, parts = self.model.free.p(x0)
-            rule = rename_rule(record, ev, self.facts)
+            rule = rename_rule(record, ev, self.facts) or (
+                None if dimension_veto(record, x0) else class_rule(record, ev, chunk.text, stage.classes or {}))
             if rule:  # no Qwen verdict needed; Qwen still lists the evidence below
                 checks[n] = Check(item, ev, True, "not_run", True, p=p0, p_threshold=self.model.threshold,
                                   contributions=_contributions(x0, parts), asked_qwen=False,

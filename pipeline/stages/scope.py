@@ -12,11 +12,13 @@ A cap of records per page, tried on the same half, lowered precision and was dro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.accept import label_terms
+from pipeline.evidence import _pattern_use
 from pipeline.kb.store import KBStore
+from pipeline.records import AnyRecord, ApiMapping
 from pipeline.trace import FinalItem, RecordRef
 
 
@@ -40,12 +42,31 @@ def label_fits(store: KBStore, ref: RecordRef, code: str, fit: float) -> float |
     return share if share and share >= fit else None
 
 
-def run(store: KBStore, code: str, final: Sequence[FinalItem], top_k: int, label_fit: float) -> Scope:
-    """The first ``top_k`` items by position, and any label further down that fits the code."""
+def used_class(record: AnyRecord, code: str, classes: Mapping[str, str]) -> str | None:
+    """The class a class-reference record is about, when the code uses it (``classes``: class -> its use).
+
+    An API mapping names one member, so it counts only when its own pattern matches the code: a class the
+    code uses does not make each of its 200 methods relevant.
+    """
+    source = record.source
+    cls = source.removeprefix("class/") if source.startswith("class/") else None
+    if cls not in classes:
+        return None
+    if isinstance(record, ApiMapping) and _pattern_use(code, record) is None:
+        return None
+    return cls
+
+
+def run(store: KBStore, code: str, final: Sequence[FinalItem], top_k: int, label_fit: float,
+        classes: Mapping[str, str] | None = None) -> Scope:
+    """The first ``top_k`` items by position, any label further down that fits the code, and (``classes``) any
+    class-reference record of a class the code uses."""
     judged, notes = [], []
     for n, item in enumerate(final):
         share = label_fits(store, item, code, label_fit) if n >= top_k else None
-        judged.append(n < top_k or share is not None)
+        cls = used_class(store.get(item.record_id), code, classes) if classes and n >= top_k else None
+        judged.append(n < top_k or share is not None or cls is not None)
         notes.append(f"judged past the top {top_k}: {share:.0%} of the label's match terms are in the code"
-                     if share is not None else "")
+                     if share is not None else
+                     f"judged past the top {top_k}: the code uses {cls}" if cls is not None else "")
     return Scope(judged, notes)

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +136,8 @@ class Validate:
     def __init__(self, store: KBStore, validator: Validator | None, *, top_k: int = 8,
                  label_fit: float = 2.0, policy: AcceptPolicy = "qwen_and_evidence", timeout_s: float = 30.0,
                  cache: VerdictCache | None = None, unavailable: str = "",
-                 weight: Callable[[str], float] | None = None, accept: Calibrated | None = None) -> None:
+                 weight: Callable[[str], float] | None = None, accept: Calibrated | None = None,
+                 classes: Mapping[str, str] | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown accept policy {policy!r}; choose one of {', '.join(POLICIES)}")
         if policy == "calibrated" and accept is None:
@@ -145,6 +146,9 @@ class Validate:
         self.label_fit = label_fit  # labels that fit the code are judged past top_k (pipeline/stages/scope.py)
         self.timeout_s, self.cache, self.unavailable = timeout_s, cache, unavailable
         self.weight, self.accept = weight, accept
+        # class -> the code's use of it (the class-use rule): their class records are judged wherever they rank,
+        # and the calibrated policy accepts them on that evidence (Settings.class_accepts; None = off)
+        self.classes = None if classes is None else dict(classes)
 
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
             cancelled: Callable[[], bool] | None = None) -> ValidateResult:
@@ -173,7 +177,7 @@ class Validate:
                               stats.prompt_tokens, stats.reused_tokens)
 
     def in_scope(self, chunk: ChunkInfo, final: list[FinalItem]) -> scope.Scope:
-        return scope.run(self.store, chunk.text, final, self.top_k, self.label_fit)
+        return scope.run(self.store, chunk.text, final, self.top_k, self.label_fit, self.classes)
 
     def check(self, chunk: ChunkInfo, item: FinalItem, record: AnyRecord, ev: Evidence, stats: Stats,
               cancelled: Callable[[], bool] | None = None) -> Check:
@@ -259,7 +263,7 @@ class Validate:
             threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
             timeout_s=self.timeout_s, judged=result.judged, cached=result.cached,
             prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens,
-            accept_model=result.accept_model, skipped=result.skipped,
+            accept_model=result.accept_model, skipped=result.skipped, class_accepts=self.classes is not None,
             p_threshold=self.accept.model.threshold if self.accept else None)
 
 

@@ -91,6 +91,12 @@ def _validator(default_on: bool) -> dict[str, Any]:
         policy = _select("Accept policy", "accept_policy", {k: p.label for k, p in POLICIES.items()},
                          disabled=not on)
         st.caption(POLICIES[policy].description)
+        class_accepts = st.toggle("Accept the classes the code uses", False, key="s_class_accepts",
+                                  disabled=not (on and policy == "calibrated"), **KEEP,
+                                  help="Calibrated policy: accept the class-reference records of every class the "
+                                       "class-use rule finds in the code, wherever they rank, on the rule's "
+                                       "evidence. Off by default: the dev set grades about half of them "
+                                       "irrelevant; the rule-graded sets grade them relevant.")
         default_thr = float(DEFAULT_THRESHOLDS.get(model, 1.0))
         custom = st.checkbox(f"Custom margin threshold (default {default_thr:g})", False, key="s_custom_thr",
                              disabled=not on, **KEEP)
@@ -98,6 +104,7 @@ def _validator(default_on: bool) -> dict[str, Any]:
                            disabled=not (custom and on))
         timeout_s = number("Timeout per candidate (s)", "timeout_s", step=5.0, disabled=not on)
     return {"run_validator": on, "validator_model": model, "validator_top_k": top_k, "accept_policy": policy,
+            "class_accepts": class_accepts,
             "margin_threshold": threshold if custom else None, "timeout_s": timeout_s}
 
 
