@@ -106,7 +106,8 @@ class Settings(BaseModel):
     timeout_s: float = Field(30.0, ge=1.0, le=600.0)
 
     def cache_key(self) -> str:
-        return self.model_dump_json()
+        # an option left off keeps the key it had before the option existed: cached runs stay valid
+        return self.model_dump_json(exclude=None if self.class_accepts else {"class_accepts"})
 
     @staticmethod
     def parse_alternatives(text: str) -> tuple[AltName, ...]:

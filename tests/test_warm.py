@@ -101,3 +101,10 @@ def test_warm_waits_while_a_user_run_is_going(engine: Engine, tmp_path: Path) ->
     report = warm(engine, [Example("dash", DASH_CHUNK)], SETTINGS, TraceCache(tmp_path), busy=busy,
                   sleep=sleeps.append, echo=lambda s: None)
     assert report.pauses == 3 and len(sleeps) == 3 and report.done == ["dash"]
+
+
+def test_an_option_left_off_keeps_the_cache_key_it_had_before_it_existed() -> None:
+    # keys of runs cached before Settings.class_accepts existed had no such field
+    assert "class_accepts" not in Settings().cache_key()
+    on = Settings(class_accepts=True)
+    assert '"class_accepts":true' in on.cache_key() and on.cache_key() != Settings().cache_key()
