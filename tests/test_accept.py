@@ -142,6 +142,7 @@ def test_class_accepts_adds_only_the_classes_the_code_uses_on_the_rules_evidence
             assert it.source in ("class/AnimatedSprite2D", "class/Input"), (name, rid)
             assert "accepted by the class-use rule: the code uses " in rows[rid].note, rows[rid].note
             assert it.evidence, rid  # Qwen still lists the evidence, checked literally
+            assert it.why[0].startswith("accepted by the class-use rule"), it.why  # the final JSONL says why
         # members the code never calls stay out, however the class is used
         assert not {"api:AnimatedSprite2D.play_backwards", "api:Input.get_vector"} & set(accepted), name
         assert not [it for it in accepted.values() if "first_3d_game" in (it.doc_path or "")], name

@@ -118,7 +118,7 @@ class Calibrated:
                 None if dimension_veto(record, x0) else class_rule(record, ev, chunk.text, stage.classes or {}))
             if rule:  # no Qwen verdict needed; Qwen still lists the evidence below
                 checks[n] = Check(item, ev, True, "not_run", True, p=p0, p_threshold=self.model.threshold,
-                                  contributions=_contributions(x0, parts), asked_qwen=False,
+                                  contributions=_contributions(x0, parts), asked_qwen=False, rule=rule,
                                   note="; ".join(filter(None, [f"{rule} (p = {p0:.2f})", within.notes[n]])))
             elif p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
                 why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None

@@ -188,6 +188,7 @@ class Check:
     contributions: tuple[Contribution, ...] = ()
     asked_qwen: bool | None = None
     note: str = ""
+    rule: str = ""  # the rule that accepted it whatever its p (rename or class use), in words
 
 
 @dataclass(frozen=True)

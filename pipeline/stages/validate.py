@@ -269,7 +269,8 @@ class Validate:
 
 def decided(c: Check) -> FinalItem:
     """The final item with the decision, its evidence, and (calibrated policy) p and why."""
-    why = [f"{x.feature} {x.contribution:+.2f}" for x in c.contributions[:4]]
+    # a rule's accept says so first: its p may sit below the threshold
+    why = [*([c.rule] if c.rule else []), *(f"{x.feature} {x.contribution:+.2f}" for x in c.contributions[:4])]
     return c.item.model_copy(update={"verdict": c.verdict, "accepted": c.accepted, "evidence": shown(c),
                                      "p": None if c.p is None else round(c.p, 4), "why": why})
 
