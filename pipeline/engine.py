@@ -423,8 +423,12 @@ class Engine:
                 policy = "qwen_and_evidence"
                 why = "; ".join(filter(None, [why, f"accept model unavailable ({exc}): the rule-based policy "
                                                   f"\"{POLICIES[policy].label}\" decided"]))
-        classes = ({h.ref.source.removeprefix("class/"): h.use for h in self.class_uses(prepared).hits}
-                   if s.class_accepts and accept is not None else None)
+        classes = None
+        if s.class_accepts and accept is not None:  # another language: the rule finds no class, so none counts
+            chunk = prepared.chunk
+            classes = scope.UsedClasses(
+                {h.ref.source.removeprefix("class/"): h.use for h in self.class_uses(prepared).hits},
+                self.class_rule.member_uses(chunk.text, chunk.context))
         return Validate(self.store, validator, top_k=s.validator_top_k, label_fit=s.label_fit, policy=policy,
                         timeout_s=s.timeout_s, cache=self.verdicts, unavailable=why, weight=self.term_weight,
                         accept=accept, classes=classes)

@@ -48,16 +48,18 @@ def test_f_judges_the_reference_label_its_ranker_left_below_the_top_8(engine: En
     assert FITS not in rows or not rows[FITS].in_scope
 
 
-USES = {"AnimatedSprite2D": "$AnimatedSprite2D.play", "Input": "Input.is_action_pressed"}  # the rule's finds
+USES = scope.UsedClasses({"AnimatedSprite2D": "$AnimatedSprite2D.play", "Input": "Input.is_action_pressed"})
 
 
 def test_the_classes_the_code_uses_are_judged_past_the_top_k_but_not_their_uncalled_members(engine: Engine) -> None:
     page = "class:AnimatedSprite2D#methods-1"
     called, uncalled = "api:AnimatedSprite2D.stop", "api:AnimatedSprite2D.play_backwards"
     node3d = next(r.id for r in engine.store.records if r.source == "class/Node3D")
-    for rid, want in ((page, "AnimatedSprite2D"), (called, "AnimatedSprite2D"), (uncalled, None), (node3d, None)):
+    stop = ("AnimatedSprite2D", "AnimatedSprite2D.stop(")  # the mapping's own pattern's match
+    for rid, want in ((page, ("AnimatedSprite2D", "$AnimatedSprite2D.play")), (called, stop),
+                      (uncalled, None), (node3d, None)):
         assert scope.used_class(engine.store.get(rid), REFERENCE, USES) == want, rid
-    assert scope.used_class(engine.store.get(page), REFERENCE, {}) is None
+    assert scope.used_class(engine.store.get(page), REFERENCE, scope.UsedClasses({})) is None
     docs = [r.id for r in engine.store.records if r.kind == "docs_chunk"][:3]
     final = _final(engine, [*docs[:2], node3d, uncalled, page, called])
     s = scope.run(engine.store, REFERENCE, final, top_k=2, label_fit=2.0, classes=USES)
@@ -65,3 +67,17 @@ def test_the_classes_the_code_uses_are_judged_past_the_top_k_but_not_their_uncal
     assert s.notes[4] == "judged past the top 2: the code uses AnimatedSprite2D"
     off = scope.run(engine.store, REFERENCE, final, top_k=2, label_fit=2.0)  # Settings.class_accepts off
     assert off.judged == [True, True, False, False, False, False]
+
+
+def test_a_member_used_on_a_typed_name_counts_though_its_pattern_does_not_match(engine: Engine) -> None:
+    # `bar.max_value`, bar a TextureProgressBar: the rule finds Range.max_value; the mapping's pattern wants
+    # the class spelled out
+    code = "extends Node3D\n@onready var bar: TextureProgressBar = $Bar\n\nfunc hit(hp):\n\tbar.max_value = hp\n"
+    rule = engine.class_rule
+    members = rule.member_uses(code)
+    assert members.get("api:Range.max_value") == "bar.max_value (defined in Range, which TextureProgressBar inherits)"
+    used = scope.UsedClasses({u.name: u.use for u in rule.uses(code)}, members)
+    record = engine.store.get("api:Range.max_value")
+    assert scope.used_class(record, code, scope.UsedClasses(used.classes)) is None  # the pattern alone: no
+    assert scope.used_class(record, code, used) == ("Range", members["api:Range.max_value"])
+    assert scope.used_class(engine.store.get("api:Range.min_value"), code, used) is None  # never touched

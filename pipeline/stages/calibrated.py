@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +26,7 @@ from pipeline.features import ChunkFacts, other_dimension
 from pipeline.kb.migrating import SOURCE as MIGRATING
 from pipeline.records import AnyRecord, ApiMapping
 from pipeline.stages.results import Check, ValidateResult
-from pipeline.stages.scope import used_class
+from pipeline.stages.scope import UsedClasses, used_class
 from pipeline.trace import ChunkInfo, Contribution, FinalItem
 
 if TYPE_CHECKING:
@@ -47,14 +47,13 @@ def rename_rule(record: AnyRecord, ev: Evidence, facts: ChunkFacts) -> str | Non
     return f"accepted by the rename rule: the Godot 3 code uses `{use}`, which Godot 4 renamed" if use else None
 
 
-def class_rule(record: AnyRecord, ev: Evidence, code: str, classes: Mapping[str, str]) -> str | None:
+def class_rule(record: AnyRecord, ev: Evidence, code: str, used: UsedClasses | None) -> str | None:
     """Why a class-reference record is accepted whatever its p (``Settings.class_accepts``): the code uses the
     class (pipeline/stages/classuse.py), and the record shares a string or API with the code."""
-    cls = used_class(record, code, classes)
-    if cls is None or not ev.items:
+    found = used_class(record, code, used) if used else None
+    if found is None or not ev.items:
         return None
-    use = next((i.text for i in ev.items if i.field == "source_pattern"), None) or classes[cls]
-    return f"accepted by the class-use rule: the code uses {cls} (`{use}`)"
+    return f"accepted by the class-use rule: the code uses {found[0]} (`{found[1]}`)"
 
 
 def dimension_veto(record: AnyRecord, x: dict[str, float]) -> str | None:
@@ -115,7 +114,7 @@ class Calibrated:
                                same_page=same_page[n])
             p0, parts = self.model.free.p(x0)
             rule = rename_rule(record, ev, self.facts) or (
-                None if dimension_veto(record, x0) else class_rule(record, ev, chunk.text, stage.classes or {}))
+                None if dimension_veto(record, x0) else class_rule(record, ev, chunk.text, stage.classes))
             if rule:  # no Qwen verdict needed; Qwen still lists the evidence below
                 checks[n] = Check(item, ev, True, "not_run", True, p=p0, p_threshold=self.model.threshold,
                                   contributions=_contributions(x0, parts), asked_qwen=False, rule=rule,

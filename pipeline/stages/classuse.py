@@ -145,6 +145,16 @@ class ClassUses:
                 found[cls] = ClassUse(cls, info.members.get(member, info.record_id) if member else info.record_id, use)
         return list(found.values())
 
+    def member_uses(self, code: str, context: str = "") -> dict[str, str]:
+        """The api_mapping id of every member the code uses (on a class it names, a typed name or its base),
+        with the first use of each."""
+        found: dict[str, str] = {}
+        for cls, use, member in self._named(code_only(code), code_only(context) if context else ""):
+            rid = self.classes[cls].members.get(member) if member and cls in self.classes else None
+            if rid and cls not in TOO_COMMON:
+                found.setdefault(rid, use)
+        return found
+
     def _named(self, text: str, context: str = "") -> Iterator[tuple[str, str, str | None]]:
         """(class, the code that uses it, the member used or None), named classes first."""
         base = _EXTENDS.search(text)

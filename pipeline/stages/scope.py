@@ -13,7 +13,7 @@ A cap of records per page, tried on the same half, lowered precision and was dro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.accept import label_terms
 from pipeline.evidence import _pattern_use
@@ -42,29 +42,39 @@ def label_fits(store: KBStore, ref: RecordRef, code: str, fit: float) -> float |
     return share if share and share >= fit else None
 
 
-def used_class(record: AnyRecord, code: str, classes: Mapping[str, str]) -> str | None:
-    """The class a class-reference record is about, when the code uses it (``classes``: class -> its use).
+@dataclass(frozen=True)
+class UsedClasses:
+    """What the class-use rule finds in the code (``Settings.class_accepts``)."""
 
-    An API mapping names one member, so it counts only when its own pattern matches the code: a class the
-    code uses does not make each of its 200 methods relevant.
+    classes: Mapping[str, str]  # class -> its first use in the code
+    members: Mapping[str, str] = field(default_factory=dict)  # a used member's api_mapping id -> its use
+
+
+def used_class(record: AnyRecord, code: str, used: UsedClasses) -> tuple[str, str] | None:
+    """(class, the code's use) when ``record`` is about a class the code uses.
+
+    An API mapping names one member, so it counts only when the code uses that member: its own pattern matches,
+    or the rule found the member on a typed name (`bar.max_value`, bar a TextureProgressBar, uses
+    Range.max_value). A class the code uses does not make each of its 200 methods relevant.
     """
-    source = record.source
-    cls = source.removeprefix("class/") if source.startswith("class/") else None
-    if cls not in classes:
+    cls = record.source.removeprefix("class/") if record.source.startswith("class/") else None
+    if cls not in used.classes:
         return None
-    if isinstance(record, ApiMapping) and _pattern_use(code, record) is None:
-        return None
-    return cls
+    if not isinstance(record, ApiMapping):
+        return cls, used.classes[cls]
+    use = _pattern_use(code, record) or used.members.get(record.id)
+    return (cls, use) if use else None
 
 
 def run(store: KBStore, code: str, final: Sequence[FinalItem], top_k: int, label_fit: float,
-        classes: Mapping[str, str] | None = None) -> Scope:
+        classes: UsedClasses | None = None) -> Scope:
     """The first ``top_k`` items by position, any label further down that fits the code, and (``classes``) any
     class-reference record of a class the code uses."""
     judged, notes = [], []
     for n, item in enumerate(final):
         share = label_fits(store, item, code, label_fit) if n >= top_k else None
-        cls = used_class(store.get(item.record_id), code, classes) if classes and n >= top_k else None
+        use = used_class(store.get(item.record_id), code, classes) if classes and n >= top_k else None
+        cls = use[0] if use else None
         judged.append(n < top_k or share is not None or cls is not None)
         notes.append(f"judged past the top {top_k}: {share:.0%} of the label's match terms are in the code"
                      if share is not None else

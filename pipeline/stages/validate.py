@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,7 +137,7 @@ class Validate:
                  label_fit: float = 2.0, policy: AcceptPolicy = "qwen_and_evidence", timeout_s: float = 30.0,
                  cache: VerdictCache | None = None, unavailable: str = "",
                  weight: Callable[[str], float] | None = None, accept: Calibrated | None = None,
-                 classes: Mapping[str, str] | None = None) -> None:
+                 classes: scope.UsedClasses | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown accept policy {policy!r}; choose one of {', '.join(POLICIES)}")
         if policy == "calibrated" and accept is None:
@@ -148,7 +148,7 @@ class Validate:
         self.weight, self.accept = weight, accept
         # class -> the code's use of it (the class-use rule): their class records are judged wherever they rank,
         # and the calibrated policy accepts them on that evidence (Settings.class_accepts; None = off)
-        self.classes = None if classes is None else dict(classes)
+        self.classes = classes
 
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
             cancelled: Callable[[], bool] | None = None) -> ValidateResult:
