@@ -171,6 +171,7 @@ class ValidateRow(RecordRef):
     contributions: list[Contribution] = Field(default_factory=list)  # to p's log-odds, largest first
     asked_qwen: bool | None = None  # False: decided without Qwen (it could not change the decision)
     note: str = ""  # e.g. "decided without Qwen: p = 0.03"
+    rule: str = ""  # accepted by a rule whatever its p (a Godot 3 rename, a class the code uses), in words
     # the decision
     in_scope: bool = True  # within the validator's top k
     verdict: Verdict = "not_run"

@@ -196,3 +196,19 @@ def test_report_of_a_validated_run_draws_the_validator(validated_trace: Trace,
     page.emulate_media(media="print")
     page.pdf(path=str(ARTIFACTS / "report_validated.pdf"), prefer_css_page_size=True, print_background=True)
     assert problems == []
+
+
+def test_the_p_chart_colours_a_rule_accept_apart_from_a_p_accept() -> None:
+    from pipeline.trace import ValidateRow
+    from pipeline.ui.charts import p_chart
+
+    def row(rid: str, p: float, accepted: bool, rule: str = "") -> ValidateRow:
+        return ValidateRow(record_id=rid, kind="api_mapping", source="class/Input", rank=1, p=p, accepted=accepted,
+                           asked_qwen=False, rule=rule)
+
+    rule = "accepted by the class-use rule: the code uses Input (`Input.is_action_pressed`)"
+    rows = [row("api:a", 0.9, True), row("api:b", 0.56, True, rule), row("api:c", 0.3, False)]
+    data = p_chart(rows, 0.757).to_dict()["datasets"]
+    values = next(v for v in data.values() if len(v) == 3)
+    assert [v["accepted"] for v in values] == ["accepted", "accepted by a rule", "not accepted"]
+    assert values[1]["why"] == rule  # the tooltip says which rule, since p sits below the threshold

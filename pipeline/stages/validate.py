@@ -294,4 +294,4 @@ def _row(c: Check) -> ValidateRow:
         only_in_code=ev.only_in_code, only_in_record=ev.only_in_record, conflicts=ev.conflicts,
         coverage=ev.coverage, cached=c.cached, in_scope=c.in_scope, verdict=c.verdict, accepted=c.accepted,
         disagreement=c.disagreement, p=c.p, p_threshold=c.p_threshold, contributions=list(c.contributions),
-        asked_qwen=c.asked_qwen, note=c.note, **judged)
+        asked_qwen=c.asked_qwen, note=c.note, rule=c.rule, **judged)

@@ -205,20 +205,25 @@ def interval_chart(df: pd.DataFrame) -> alt.LayerChart:
     return (bars + points).properties(width=420, height=STEP)
 
 
+ACCEPTS = ("not accepted", "accepted", "accepted by a rule")
+
+
 def p_chart(rows: Sequence[ValidateRow], threshold: float | None) -> alt.LayerChart | alt.Chart:
-    """The accept model's p per judged candidate, with the threshold as a rule; hollow = decided without Qwen."""
+    """The accept model's p per judged candidate, with the threshold as a rule; hollow = decided without Qwen.
+    A record a rule accepted (its p may sit below the threshold) has a colour of its own."""
     df = pd.DataFrame([{"label": row_label(r, r.rank), "record": r.record_id, "p": r.p,
                         "asked": "Qwen asked" if r.asked_qwen else "decided without Qwen",
-                        "accepted": "accepted" if r.accepted else "not accepted"} for r in rows if r.p is not None])
+                        "accepted": ACCEPTS[0 if not r.accepted else 2 if r.rule else 1],
+                        "why": r.rule or r.note} for r in rows if r.p is not None])
     x = alt.X("p:Q", title="p (calibrated probability of direct evidence)", scale=alt.Scale(domain=[0, 1]))
     bars = alt.Chart(df).mark_bar().encode(
-        x=x, y=_y(), color=alt.Color("accepted:N", scale=alt.Scale(domain=["accepted", "not accepted"],
-                                                                   range=["#2e7d32", "#c62828"]),
+        x=x, y=_y(), color=alt.Color("accepted:N", scale=alt.Scale(domain=[ACCEPTS[1], ACCEPTS[0], ACCEPTS[2]],
+                                                                   range=["#2e7d32", "#c62828", "#1565c0"]),
                                      legend=alt.Legend(orient="bottom", title=None)),
         opacity=alt.Opacity("asked:N", scale=alt.Scale(domain=["Qwen asked", "decided without Qwen"],
                                                        range=[1.0, 0.45]), legend=alt.Legend(orient="bottom",
                                                                                             title=None)),
-        tooltip=["record", "accepted", "asked", alt.Tooltip("p:Q", format=".3f")])
+        tooltip=["record", "accepted", "asked", alt.Tooltip("p:Q", format=".3f"), "why"])
     if threshold is None:
         return bars.properties(height=STEP)
     rule = alt.Chart(pd.DataFrame({"p": [threshold]})).mark_rule(strokeDash=[5, 3], strokeWidth=2,
