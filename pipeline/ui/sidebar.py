@@ -104,7 +104,7 @@ def _validator(default_on: bool) -> dict[str, Any]:
                            disabled=not (custom and on))
         timeout_s = number("Timeout per candidate (s)", "timeout_s", step=5.0, disabled=not on)
     return {"run_validator": on, "validator_model": model, "validator_top_k": top_k, "accept_policy": policy,
-            "class_accepts": class_accepts,
+            "class_accepts": class_accepts and on and policy == "calibrated",
             "margin_threshold": threshold if custom else None, "timeout_s": timeout_s}
 
 
