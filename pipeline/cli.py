@@ -157,6 +157,8 @@ def run_cmd(
     fusion: Annotated[Fusion, typer.Option(case_sensitive=False, help="D's score fusion")] = DEFAULT_FUSION,
     alpha: Annotated[float, typer.Option(help="BM25 weight in fusion (0.5 = plain RRF)")] = 0.85,
     html: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report here")] = None,
+    class_accepts: Annotated[bool, typer.Option(
+        "--class-accepts", help="also accept the class records of the classes the code uses")] = False,
 ) -> None:
     """Run D and/or F on one chunk and print the trace (and write an HTML report with --html)."""
     from pydantic import ValidationError
@@ -169,7 +171,8 @@ def run_cmd(
 
     try:
         chunk = prepare_chunk(_read_input(file), truncate=truncate)
-        settings = Settings(alternatives=alt.alternatives, run_validator=validate, fusion=fusion.value, alpha=alpha)
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate, fusion=fusion.value, alpha=alpha,
+                            class_accepts=class_accepts)
     except InputError as exc:
         fail(message(exc))
     except ValidationError as exc:

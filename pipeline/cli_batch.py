@@ -44,6 +44,8 @@ def batch_command(
         "Ray workers (default: one per CPU); each holds its own KB, indexes and models in memory"))] = None,
     address: Annotated[str | None, typer.Option(help=(
         "join an existing Ray cluster (auto, ray://head:10001) instead of starting one on this machine"))] = None,
+    class_accepts: Annotated[bool, typer.Option(
+        "--class-accepts", help="also accept the class records of the classes the code uses")] = False,
 ) -> None:
     """Run D and/or F over every chunk (top-level function or class) of files or folders; resumable.
 
@@ -62,7 +64,8 @@ def batch_command(
     from pipeline.settings import Settings
 
     try:
-        settings = Settings(alternatives=alt.alternatives, run_validator=validate, reranker=reranker.value)
+        settings = Settings(alternatives=alt.alternatives, run_validator=validate, reranker=reranker.value,
+                            class_accepts=class_accepts)
     except ValidationError as exc:
         fail("invalid setting: " + describe(exc))
 
