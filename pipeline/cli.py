@@ -142,8 +142,11 @@ def _print_trace(trace) -> None:
         for it in alt.final:
             mark = {True: "ACCEPT", False: "reject", None: "      "}[it.accepted]
             ev = f"  evidence: {', '.join(it.evidence[:4])}" if it.evidence else ""
-            typer.echo(f"   {it.rank:>2}. {mark} {it.verdict:<8} {it.score:8.4f}  {it.source} · "
+            decided = f"p {it.p:.2f}  " if it.p is not None else f"{it.verdict:<8}"  # calibrated: p decides
+            typer.echo(f"   {it.rank:>2}. {mark} {decided} {it.score:8.4f}  {it.source} · "
                        f"{it.section or it.record_id}{ev}")
+            if it.accepted and it.why and it.why[0].startswith("accepted by"):  # a rule's accept, whatever p
+                typer.echo(f"       {it.why[0]}")
 
 
 @app.command("run")
