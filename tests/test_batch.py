@@ -33,6 +33,8 @@ from pipeline.batch import (
 )
 from pipeline.chunk import InputError
 from pipeline.cli_batch import batch_command
+from pipeline.engine import Engine
+from pipeline.features import ChunkFacts
 from pipeline.models.qwen import YesNo
 from pipeline.models.validator import QwenValidator
 from pipeline.settings import Settings
@@ -468,3 +470,22 @@ def test_batch_is_registered_in_the_main_cli() -> None:
     assert [c.callback for c in app.registered_commands if c.name == "batch"] == [batch_command]
     res = CliRunner().invoke(app, ["batch", "--help"])
     assert res.exit_code == 0 and "--max-lines" in res.output and "--out" in res.output
+
+
+def test_a_later_part_of_a_long_function_knows_its_parameters_and_earlier_locals(engine: Engine) -> None:
+    head = ["extends Node", "", "func chase(body: Node2D):", "\tvar nav: NavigationAgent2D = $Nav",
+            "\tvar unrelated := 3"]
+    filler = [f"\tprint({i})" for i in range(12)]
+    tail = ["\tnav.target_position = body.global_position"]
+    src = "\n".join([*head, *filler, "", *tail]) + "\n"
+    first, second = split_source(src, max_lines=16)
+    assert (first.part, second.part) == ("1/2", "2/2")
+    assert second.context == ("extends Node\nfunc chase(body: Node2D):\n\tvar nav: NavigationAgent2D = $Nav\n"
+                              "\tvar unrelated := 3\n")
+    assert "chase" not in first.context  # the first part holds its own signature
+    # the class-use rule reads the part as the whole function would (pipeline/stages/classuse.py)
+    facts = ChunkFacts(terms=[], idf_total=0.0, classes=set(), is_2d=True, is_3d=False)  # GDScript, not foreign
+    found = {h.ref.source for h in engine.class_rule.run(second.text, facts, second.context).hits}
+    assert "class/NavigationAgent2D" in found
+    bare = {h.ref.source for h in engine.class_rule.run(second.text, facts).hits}
+    assert "class/NavigationAgent2D" not in bare  # without the earlier locals it could not tell

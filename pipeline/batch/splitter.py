@@ -28,6 +28,7 @@ _DECL_RE = re.compile(r"^(?:extends|class_name|@tool|@icon|@static_unload)\b")  
 _CONTEXT_RE = re.compile(r"^(?:(?:class_name\s+\w+\s+)?extends\b"
                          r"|(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:static\s+)?(?:var|const)\b)")
 MAX_CONTEXT_LINES = 200
+_LOCAL_VAR_RE = re.compile(r"^[ \t]+var\b")
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,8 @@ def split_source(text: str, file: str = "<text>", max_lines: int = DEFAULT_MAX_L
         for p, (s, e) in enumerate(pieces, start=1):
             # an inner class has its own base and cannot see the file's members
             context = "" if span.kind == "class" else _context(lines, declared, s, e)
+            if span.kind == "func" and p > 1:  # a later part: the function's parameters and earlier locals
+                context += _earlier_locals(lines, span.start, s)
             chunks.append(Chunk(file, len(chunks), s + 1, e + 1, span.kind, span.name,
                                 f"{p}/{len(pieces)}" if len(pieces) > 1 else None,
                                 "\n".join(lines[s:e + 1]) + "\n", tuple(notices), context))
@@ -285,6 +288,13 @@ def _declarations(lines: Sequence[str], starts: list[int]) -> list[tuple[int, in
             if span:
                 out.append(span)
     return out
+
+
+def _earlier_locals(lines: Sequence[str], start: int, end: int) -> str:
+    """A split function's signature and the one-line local `var`s of rows start..end-1 (its earlier parts), so
+    a later part's `nav.target_position` still knows what nav is."""
+    rows = [r for r in range(start, end) if _FUNC_RE.match(lines[r]) or _LOCAL_VAR_RE.match(lines[r])]
+    return "".join(lines[r] + "\n" for r in rows[:MAX_CONTEXT_LINES])
 
 
 def _context(lines: Sequence[str], declared: Sequence[tuple[int, int]], start: int, end: int) -> str:
