@@ -65,3 +65,17 @@ def test_a_damaged_or_missing_export_falls_back_to_sentence_transformers(tmp_pat
     v = fallback.encode_query(["func _ready():\n\tpass"])  # still encodes, through torch
     assert v.shape == (1, 384) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-5
     assert json.loads((broken / "export.json").read_text())["max_abs_diff"] < onnx_route.TOLERANCE
+
+
+def test_kb_documents_encode_on_the_export_in_input_order(engine: Engine) -> None:
+    """Documents take the export too (sorted by length inside), and each row is its own text's vector."""
+    emb, vectors = engine.dense(None)
+    assert isinstance(emb, SentenceTransformerEmbedder) and emb.document_route() is not None, "export missing"
+    from pipeline.kb.views import embed_text
+
+    picks = list(range(0, len(engine.store.records), len(engine.store.records) // 70))[:70]
+    texts = [embed_text(engine.store.records[i]) for i in picks]
+    assert len({len(t) for t in texts}) > 20  # lengths vary, so the sort really reorders
+    fast = emb.encode(texts)
+    assert float(np.abs(fast - vectors.matrix[picks]).max()) < 1e-4
+    assert float(np.abs(fast - emb._encode(texts, None, query=False)).max()) < 1e-4

@@ -91,6 +91,17 @@ def open_vectors(store: KBStore, embedder: Embedder, progress: Progress | None =
     return VectorIndex(key, m)
 
 
+def encode_cached(texts: list[str], embedder: Embedder, progress: Progress | None = None,
+                  chunk: int = 256) -> np.ndarray:
+    """Document-side vectors of ``texts``, through the same per-text cache as the KB's vectors.
+
+    Training encodes its crops in two steps (hard negatives, query map); this computes each once, resumably.
+    """
+    rows = _embed_rows(config.cache_dir() / "vectors" / _model_key(embedder) / "texts", texts, embedder,
+                       progress, chunk)
+    return np.vstack(rows) if rows else np.zeros((0, 0), np.float32)
+
+
 def _cached_matrix(path: Path, n: int) -> np.ndarray | None:
     """The saved matrix of this KB and model, when it is whole (n finite rows); None means: compute it."""
     if not path.is_file():
@@ -114,11 +125,11 @@ def _embed_rows(folder: Path, texts: list[str], embedder: Embedder, progress: Pr
     hashes = [hashlib.sha1(t.encode("utf-8")).hexdigest() for t in texts]
     with diskcache.Cache(str(folder)) as cache:
         rows = _cached_rows(cache.get, hashes)
-        todo = [i for i in range(n) if rows[i] is None]
+        # Longest first across the whole KB, so each persisted chunk holds texts of one length (padding).
+        todo = sorted((i for i in range(n) if rows[i] is None), key=lambda i: -len(texts[i]))
         done = n - len(todo)
         if progress:
             progress(done, n)
-        # Longest first inside each chunk is the library's job; we only chunk to persist progress.
         for start in range(0, len(todo), chunk):
             idx = todo[start : start + chunk]
             vecs = embedder.encode([texts[i] for i in idx])

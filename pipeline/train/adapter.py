@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.kb import index as kb_index
 from pipeline.kb.index import VectorIndex
 from pipeline.kb.store import KBStore
 from pipeline.models.base import Embedder
@@ -110,8 +111,11 @@ def train(out: Path, queries: list[Query], store: KBStore, vectors: VectorIndex,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     train_q = [q for q in queries if q.split == "train"]
     val_q = [q for q in queries if q.split == "val"]
-    encode = base.encode  # MiniLM's query and document sides are the same model
-    qvecs = encode([q.text[:QUERY_CHARS] for q in train_q], progress=lambda d, t: progress and progress(
+    def encode(texts: list[str], progress: kb_index.Progress | None = None) -> np.ndarray:
+        # MiniLM's query and document sides are the same model; the data step cached these crops' vectors
+        return kb_index.encode_cached(texts, base, progress)
+
+    qvecs = encode([q.text[:QUERY_CHARS] for q in train_q], lambda d, t: progress and progress(
         "encode training crops", d, t))
     weight = fit_map(qvecs, _targets(train_q, store, recipe), vectors.matrix, recipe, progress)
     weight = (1 - recipe.shrink) * np.eye(weight.shape[0], dtype=weight.dtype) + recipe.shrink * weight

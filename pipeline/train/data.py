@@ -295,11 +295,15 @@ def add_negatives(queries: list[Query], store: KBStore, recipe: DataRecipe, bm25
         by_page[p].append(i)
     all_pages = set(by_page)
     lo, hi = recipe.neg_ranks
+    from pipeline.kb.index import encode_cached
+    from pipeline.stages.dense import QUERY_CHARS
+
+    all_vecs = encode_cached([q.text[:QUERY_CHARS] for q in queries], embedder,
+                             lambda d, t: progress and progress("encode crops", d, t))
     batch = 64
     for start in range(0, len(queries), batch):
         chunk = queries[start : start + batch]
-        qvecs = embedder.encode([q.text[:2000] for q in chunk])
-        for q, qv in zip(chunk, qvecs, strict=True):
+        for q, qv in zip(chunk, all_vecs[start : start + batch], strict=True):
             terms = list(dict.fromkeys(analyze_code(q.text).terms))
             scores = bm25.scores(terms)
             b_top = np.argsort(-scores, kind="stable")[:hi]
