@@ -15,7 +15,7 @@ from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode",
-          "renames"]
+          "kb_encode", "renames"]
 
 
 def _load(name: str) -> dict | None:
@@ -124,6 +124,9 @@ def render() -> str:
     from bench.query_encode import section as query_encode_section
 
     lines += query_encode_section(_load("query_encode"))
+    from bench.kb_encode import section as kb_encode_section
+
+    lines += kb_encode_section(_load("kb_encode"))
     from bench.renames import section as renames_section
 
     lines += renames_section(_load("renames"))
