@@ -49,8 +49,8 @@ if labelled is not None and settings is not None:
             value=False, key="eval_validate")
         chosen = settings.model_copy(update={"alternatives": ALT_CHOICES[alts], "run_validator": with_validation})
         st.caption(f"{labelled.name}: {total} chunks. Rough time for {n} chunk(s) on this CPU: "
-                   f"~{ev.fmt_duration(chosen.estimate_seconds(n))} "
-                   f"(F's reranker: {settings.reranker}, ~{ev.fmt_duration(chosen.rerank_seconds())} per chunk and "
+                   f"~{common.fmt_duration(chosen.estimate_seconds(n))} "
+                   f"(F's reranker: {settings.reranker}, ~{common.fmt_duration(chosen.rerank_seconds())} per chunk and "
                    "not cached; choose “none” in the sidebar for a quick retrieval-only pass).")
         if st.button("Run evaluation", type="primary", key="eval_run"):
             request = (n, with_validation, ALT_CHOICES[alts])
@@ -65,7 +65,7 @@ if run is not None:
     if run.message:
         st.warning(run.message)
     if run.job is not None:
-        jobs.monitor(run.job, "Evaluating", "eval", hint=f"Estimated ~{ev.fmt_duration(run.estimate)} on a first "
+        jobs.monitor(run.job, "Evaluating", "eval", hint=f"Estimated ~{common.fmt_duration(run.estimate)} on a first "
                                                          "run; Cancel stops after the current chunk.")
     if run.report is not None:
         st.markdown(f"**{run.name}** · {len(run.chunks)} chunks · KB {run.engine.store.name}")

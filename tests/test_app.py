@@ -33,7 +33,7 @@ from pipeline.kb.load import load_bytes
 from pipeline.kb.store import from_load
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent, Trace
-from pipeline.ui import flow
+from pipeline.ui import common, flow
 from pipeline.ui.engines import UserKB
 from pipeline.ui.highlight import Mark, mark_line, marked_block
 from pipeline.ui.jobs import Job
@@ -327,6 +327,14 @@ def test_flow_nodes_and_eta_while_the_model_stages_are_pending() -> None:
     done = prepared.trace.model_copy(deep=True)
     done.close_pending("finished")
     assert flow.eta(prepared.trace, done, 3.0).text == "model stages done"
+
+
+def test_loading_bars_eta_is_the_rate_since_the_bar_started() -> None:
+    # 3,000 of 29,000 texts 60 s after the bar started at 1,000 (cached ones): 13 min left at that rate.
+    assert common.eta_seconds((100.0, 1_000), 160.0, 3_000, 29_000) == 60.0 / 2_000 * 26_000
+    assert common.eta_seconds((100.0, 1_000), 160.0, 1_000, 29_000) is None  # no rate yet
+    assert common.eta_seconds((100.0, 0), 160.0, 29_000, 29_000) is None  # done
+    assert common.fmt_duration(common.eta_seconds((100.0, 1_000), 160.0, 3_000, 29_000) or 0) == "13 min"
 
 
 def test_a_finished_trace_comes_back_from_disk_in_a_new_session() -> None:

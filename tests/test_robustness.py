@@ -304,6 +304,20 @@ def test_wrong_length_per_text_vector_entry_is_a_miss(tmp_cache: Path) -> None:
     assert np.array_equal(kb_index.open_vectors(store, emb).matrix, expected)
 
 
+def test_vector_progress_counts_work_so_the_longest_texts_first_do_not_skew_the_eta(tmp_cache: Path) -> None:
+    texts = ["x" * 2000] * 2 + ["y" * 10 + str(i) for i in range(8)]  # 2 capped texts, 8 short ones
+    events: list[tuple[int, int]] = []
+    kb_index.encode_cached(texts, FakeEmbedder(), lambda d, t: events.append((d, t)), chunk=2)
+    done = [d for d, _ in events]
+    assert events[0] == (0, 10) and events[-1] == (10, 10) and done == sorted(done)
+    # The two long texts are encoded first: about 87 % of the work, so the bar reads 9 of 10, not 2.
+    first = (2 * kb_index.encode_cost(texts[0])) / sum(kb_index.encode_cost(t) for t in texts)
+    assert done[1] == round(10 * first) == 9
+    events.clear()
+    kb_index.encode_cached(texts, FakeEmbedder(), lambda d, t: events.append((d, t)), chunk=2)
+    assert events == [(10, 10)]  # all cached: one event, complete
+
+
 def test_verdict_cache_round_trip_and_garbage_is_a_miss(tmp_cache: Path) -> None:
     cache = VerdictCache()
     j = Judgement("yes", margin=2.5, threshold=1.6, score=2.5, evidence=[{"text": "move_and_slide", "n": 1}])

@@ -53,6 +53,20 @@ def fmt_seconds(ms: float) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
+def fmt_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def eta_seconds(start: tuple[float, int], now: float, done: int, total: int) -> float | None:
+    """Time left at the rate since ``start`` (its time and count); None until there is a rate, or when done."""
+    t0, d0 = start
+    if done <= d0 or done >= total or now <= t0:
+        return None
+    return (now - t0) / (done - d0) * (total - done)
+
+
 def record_of(store: KBStore | None, record_id: str) -> AnyRecord | None:
     if store is None or record_id not in store.by_id:
         return None

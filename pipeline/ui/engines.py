@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from pipeline.kb.load import LoadIssue, load_bytes
 from pipeline.kb.store import KBStore, from_load
 from pipeline.models.hub import ModelHub
 from pipeline.trace import ProgressEvent
+from pipeline.ui import common
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +146,15 @@ def get_engine(choice: KBChoice | None = None) -> Engine | None:
         st.caption("Once per server process. The first start on a new KB also computes an embedding per "
                    "record (minutes for the built-in ~40k records; cached on disk and resumable).")
         bars: dict[str, Any] = {}
+        starts: dict[str, tuple[float, int]] = {}  # per bar: when and where it started, for the ETA
 
         def progress(ev: ProgressEvent) -> None:
             if ev.label not in bars:
                 bars[ev.label] = st.progress(0.0)
-            bars[ev.label].progress(ev.fraction, text=f"{ev.label}: {ev.done:,} / {ev.total:,}")
+                starts[ev.label] = (time.monotonic(), ev.done)
+            left = common.eta_seconds(starts[ev.label], time.monotonic(), ev.done, ev.total)
+            eta = f" · about {common.fmt_duration(left)} left" if left is not None else ""
+            bars[ev.label].progress(ev.fraction, text=f"{ev.label}: {ev.done:,} / {ev.total:,}{eta}")
 
         if not slot.lock.acquire(blocking=False):
             status.update(label="Another session is loading this knowledge base; waiting for it…")

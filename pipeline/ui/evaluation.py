@@ -86,12 +86,6 @@ def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
     return LabelledSet(name, chunks, hashlib.sha256(data).hexdigest())
 
 
-def fmt_duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
 def start_eval(engine: Engine, chunks: list[LabelledChunk], settings: Settings) -> Job:
     def target(job: Job) -> EvalReport:
         def progress(event: ProgressEvent) -> None:
