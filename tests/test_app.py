@@ -61,7 +61,7 @@ def _small_kb() -> UserKB:
 
 def _app(script: Path, *, small_kb: bool = True, timeout: float = 300) -> AppTest:
     at = AppTest.from_file(str(script), default_timeout=timeout)
-    if small_kb:  # keeps these tests independent of the ~40k-record built-in index
+    if small_kb:  # keeps these tests independent of the ~29k-record built-in index
         at.session_state["user_kb"] = _small_kb()
         at.session_state["kb_choice"] = "uploaded"
     return at

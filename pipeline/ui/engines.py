@@ -144,7 +144,7 @@ def get_engine(choice: KBChoice | None = None) -> Engine | None:
         return slot.engine
     with st.status(f"Loading the knowledge base ({choice.name}) and its indexes…", expanded=True) as status:
         st.caption("Once per server process. The first start on a new KB also computes an embedding per "
-                   "record (15–30 min for the built-in 29,099 records on 2 cores; cached on disk and resumable).")
+                   "record (15–30 min for the built-in ~29k records on 2 cores; cached on disk and resumable).")
         bars: dict[str, Any] = {}
         starts: dict[str, tuple[float, int]] = {}  # per bar: when and where it started, for the ETA
 
