@@ -14,13 +14,18 @@ from pipeline.cli_common import fail, message
 train_app = typer.Typer(no_args_is_help=True, help="Training data and models learned from the Godot docs.")
 
 
+# What each training bar counts; other bars count optimiser steps or epochs.
+UNITS = {"embedding index": "text", "encode crops": "crop", "hard negatives": "crop", "ranker features": "crop",
+         "Qwen margins": "pair", "train query map": "epoch"}
+
+
 def _bars() -> tuple[dict[str, tqdm], object]:
     bars: dict[str, tqdm] = {}
 
     def progress(what: str, done: int, total: int) -> None:
         bar = bars.get(what)
         if bar is None:
-            bar = bars[what] = tqdm(total=total, desc=what, file=sys.stderr, leave=False, unit="step")
+            bar = bars[what] = tqdm(total=total, desc=what, file=sys.stderr, leave=False, unit=UNITS.get(what, "step"))
         bar.total = total
         bar.update(done - bar.n)
 
