@@ -140,8 +140,7 @@ def _embed_rows(folder: Path, texts: list[str], embedder: Embedder, progress: Pr
         cached = n - len(todo)
         # Progress counts texts, weighted by cost: the first (longest) texts take several times the
         # average, and a bar counting them as one each shows an ETA of hours that then shrinks.
-        work = sum(encode_cost(texts[i]) for i in todo) or 1
-        spent = 0
+        spent = np.cumsum([encode_cost(texts[i]) for i in todo])  # work done once todo[:j + 1] is encoded
         if progress:
             progress(cached, n)
         for start in range(0, len(todo), chunk):
@@ -150,9 +149,8 @@ def _embed_rows(folder: Path, texts: list[str], embedder: Embedder, progress: Pr
             for i, v in zip(idx, vecs, strict=True):
                 rows[i] = v.astype(np.float32)
                 cache.set(hashes[i], v.astype(np.float32).tobytes())
-            spent += sum(encode_cost(texts[i]) for i in idx)
             if progress:
-                progress(cached + round(len(todo) * spent / work), n)
+                progress(cached + round(len(todo) * spent[start + len(idx) - 1] / spent[-1]), n)
     return rows
 
 
