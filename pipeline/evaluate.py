@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,9 @@ class EvalReport:
         return out
 
 
+# numba's default threading layer aborts the whole process when two threads enter it at once (two
+# dashboard evaluations in flight did): ranx is entered by one thread at a time.
+_RANX_LOCK = threading.Lock()
 _ID_WIDTH = 8  # every doc id ranx sees, the empty run's placeholder included
 _NO_PAGE = "-" * _ID_WIDTH  # a query with no ranked page: ranx needs one entry, scored 0
 
@@ -137,7 +141,7 @@ def _one_width(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[
              for system, by_q in runs.items()})
 
 
-def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]) -> tuple[dict, dict]:
+def _ranx_unlocked(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]) -> tuple[dict, dict]:
     from ranx import Qrels, Run, evaluate
 
     qrels, runs = _one_width(qrels, runs)
@@ -156,6 +160,12 @@ def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]
             for qid, v in zip(sorted(qrels), arr, strict=False):
                 per_q.setdefault(qid, {}).setdefault(system, {})[m] = float(v)
     return overall, per_q
+
+
+def _ranx(qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, list[str]]]) -> tuple[dict, dict]:
+    """Overall and per-query metrics of ``runs``, ranx entered by one thread at a time."""
+    with _RANX_LOCK:
+        return _ranx_unlocked(qrels, runs)
 
 
 def is_relevant(c: LabelledChunk, ref: RecordRef) -> bool:

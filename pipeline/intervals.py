@@ -80,8 +80,8 @@ def paired(per_chunk: dict[str, dict[str, dict[str, float]]], left: str, right: 
     x = np.array([a[c] for c in common])
     y = np.array([b[c] for c in common])
     diff = float(np.mean(x - y))
-    if np.all(x == y):
-        return Paired(left, right, 0.0, 1.0, len(common))
+    if np.all(x == y) or len(common) < 2:  # one chunk: both sign flips give the same |mean|, so p is 1 exactly
+        return Paired(left, right, diff, 1.0, len(common))
     res = permutation_test((x, y), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",
                            vectorized=True, n_resamples=2 ** 16, rng=np.random.default_rng(SEED))
     return Paired(left, right, diff, float(res.pvalue), len(common))

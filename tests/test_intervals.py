@@ -37,3 +37,10 @@ def test_a_p_value_is_never_shown_as_zero() -> None:
 
     assert p_text(1.5e-5) == "< 0.001"
     assert p_text(0.0312) == "0.031"
+
+
+def test_a_one_chunk_evaluation_gets_a_comparison_not_a_scipy_error() -> None:
+    # The Evaluation page lets a user evaluate one chunk; scipy's permutation test needs two.
+    per_chunk = {"c1": {"F": {"ndcg@10": 0.9}, "D": {"ndcg@10": 0.5}}}
+    p = paired(per_chunk, "F", "D")
+    assert p is not None and p.n == 1 and p.p_value == 1.0 and abs(p.difference - 0.4) < 1e-12

@@ -33,3 +33,34 @@ def test_every_page_gets_an_id_of_one_width() -> None:
     ids = {p for docs in qrels.values() for p in docs} | {p for r in runs["sys"].values() for p in r}
     assert len(ids) == 4 and len({len(p) for p in ids}) == 1
     assert runs["sys"]["q1"][1] == next(iter(qrels["q1"]))  # the same page keeps the same id
+
+
+_RACE = """
+import threading
+from pipeline.evaluate import _ranx
+qrels = {f"q{i}": {f"p{j}": 1 + j % 3 for j in range(5)} for i in range(40)}
+runs = {f"s{k}": {f"q{i}": [f"p{(j * 7 + i + k) % 30}" for j in range(30)] for i in range(40)} for k in range(6)}
+def go():
+    for _ in range(20):
+        _ranx(qrels, runs)
+threads = [threading.Thread(target=go) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("survived")
+"""
+
+
+def test_two_evaluations_at_once_do_not_abort_the_process() -> None:
+    # The dashboard runs evaluations in worker threads; numba's workqueue layer aborts the whole
+    # process (SIGABRT, the server gone) when two threads enter it at once. Own process: an abort
+    # here fails this test instead of killing pytest.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _RACE], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-800:]
+    assert "survived" in done.stdout
