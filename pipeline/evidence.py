@@ -63,6 +63,26 @@ def sanitize_for_model(code: str) -> str:
     return "\n".join(kept).strip("\n") + "\n"
 
 
+# The judge's context is 4,096 tokens; GDScript runs about 3.6 characters a token (3.0 when dense), so this
+# much code leaves room for the prompt's start, a record and the answer. Longer code is cut, and the trace says so.
+MODEL_CODE_CHARS = 8000
+
+
+def for_model(code: str) -> tuple[str, int]:
+    """``sanitize_for_model(code)`` cut to whole lines within MODEL_CODE_CHARS, and how many lines were cut."""
+    text = sanitize_for_model(code)
+    if len(text) <= MODEL_CODE_CHARS:
+        return text, 0
+    lines = text.splitlines()
+    kept, size = [], 0
+    for ln in lines:
+        if size + len(ln) + 1 > MODEL_CODE_CHARS:
+            break
+        kept.append(ln)
+        size += len(ln) + 1
+    return "\n".join(kept) + "\n", len(lines) - len(kept)
+
+
 def _distinctive(name: str) -> bool:
     base = name.lstrip("$%").split(".")[-1]
     return len(base) >= 4 and base.lower() not in GENERIC

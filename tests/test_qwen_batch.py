@@ -76,3 +76,19 @@ def test_a_list_is_closed_without_decoding_only_where_the_grammar_leaves_no_choi
     assert _forced_end('1,"move_down",3,"a, b"') == "]}"
     for open_list in ("1,2,3", "1,2,3,", '1,2,3,"4', "1,2,3,4,", ""):
         assert _forced_end(open_list) == ""
+
+
+@pytest.mark.model
+def test_a_prompt_past_the_context_fails_at_once_with_a_clear_error() -> None:
+    # llama.cpp filled its cache and then failed "to find a memory slot" batch after batch; the
+    # evidence list of a huge chunk waited minutes for nothing. Now it is refused before any decode.
+    from pipeline.models.provision import ModelError
+
+    lm = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=512)
+    prefix = lm.tokenize(_evidence_code(REFERENCE * 8))
+    assert len(prefix) > 512
+    grammar = list_grammar([1, 2])
+    with pytest.raises(ModelError, match="exceed"):
+        lm.complete(prefix, grammar, max_tokens=32)
+    with pytest.raises(ModelError, match="exceeds the context"):
+        lm.complete_many(prefix, [_tail(lm, 0), _tail(lm, 1)], grammar, max_tokens=32)

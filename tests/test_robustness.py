@@ -26,7 +26,7 @@ from pipeline import atomic
 from pipeline.batch import ResultLine, ResultsLog, SettingsSummary, plan, process_chunk, split_source
 from pipeline.bm25_index import ARRAYS_FILE, META_FILE, BM25Index
 from pipeline.chunk import MAX_CHUNK_BYTES, InputError, prepare_chunk
-from pipeline.evidence import collect
+from pipeline.evidence import MODEL_CODE_CHARS, collect
 from pipeline.kb import index as kb_index
 from pipeline.kb.load import MAX_LINE_BYTES, load_bytes, load_jsonl
 from pipeline.kb.store import open_kb
@@ -401,6 +401,36 @@ def test_a_timing_out_validator_never_accepts_and_the_run_continues(engine, tmp_
     assert line.ok is False and line.alternatives is not None
     d = line.alternatives["D"]
     assert (d.status, d.messages, d.accepted) == ("error", ["validator verdicts: timeout"], [])
+
+
+class PromptSizes(FakeQwen):
+    """A FakeQwen that keeps the length of every prompt it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout=False, margin=5.0)
+        self.sizes: list[int] = []
+
+    def yes_no(self, tokens: list[int], **kw: Any) -> YesNo:
+        self.sizes.append(len(tokens))
+        return super().yes_no(tokens, **kw)
+
+
+def test_a_huge_chunk_is_cut_for_qwen_and_the_trace_says_so(engine) -> None:
+    # 2,000 lines (65 KB, the chunk limit): the whole code in the prompt was ~23k tokens for a 4,096-token
+    # context, and the evidence list waited minutes on llama.cpp's "failed to find a memory slot".
+    body = "".join(f"\tvar v{n} := position.clamp(Vector2.ZERO, screen_size) + Vector2({n}, {n})\n"
+                   for n in range(2000))
+    code = "extends Area2D\n\nfunc _process(delta):\n" + body
+    chunk = prepare_chunk(code)
+    item = engine.run(REFERENCE, Settings(alternatives=("D",), run_validator=False)).alternatives["D"].final[0]
+    fake = PromptSizes()
+    stage = Validate(engine.store, QwenValidator(fake, "qwen-1.5b"), top_k=1, cache=None)
+    result = stage.run(chunk, [FinalItem(**item.model_dump())])
+    trace = stage.trace(result)
+    assert fake.sizes and max(fake.sizes) < MODEL_CODE_CHARS + 2000  # FakeQwen: one token per character
+    assert result.code_cut > 500 and "Qwen read its first 8,000 characters" in trace.message
+    short = stage.trace(stage.run(prepare_chunk(REFERENCE), [FinalItem(**item.model_dump())]))
+    assert "Qwen read" not in short.message  # a chunk that fits is shown whole, with no notice
 
 
 def test_corrupt_verdict_entry_is_judged_again(engine, tmp_cache: Path) -> None:

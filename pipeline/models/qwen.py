@@ -223,6 +223,9 @@ class QwenGGUF:
         """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused), up to the list's "]}"."""
         from llama_cpp import LlamaGrammar
 
+        if len(tokens) + max_tokens > self.n_ctx:  # llama.cpp would fill the cache and fail slot after slot
+            raise ModelError(f"prompt of {len(tokens)} tokens and {max_tokens} to write exceed the context of "
+                             f"{self.n_ctx}")
         with self.lock:
             g = LlamaGrammar.from_string(grammar, verbose=False)
             out: list[int] = []
@@ -250,6 +253,8 @@ class QwenGGUF:
         """
         if not tails:
             return []
+        if len(prefix) + max_tokens >= self.n_ctx:
+            raise ModelError(f"prompt of {len(prefix)} tokens exceeds the context of {self.n_ctx}")
         grammars = [grammar] * len(tails) if isinstance(grammar, str) else list(grammar)
         with self.lock:
             self.load()

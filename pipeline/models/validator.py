@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.evidence import Evidence, EvidenceItem, sanitize_for_model, strip_comments, verify
+from pipeline.evidence import Evidence, EvidenceItem, for_model, strip_comments, verify
 from pipeline.models.base import Cancelled, LogitLM, Timeout
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk
 
@@ -100,7 +100,7 @@ def _numbers(ev: Evidence) -> list[int]:
 def _head(code: str) -> str:
     """The shared prefix: identical for every record of one chunk, so its KV cache is reused."""
     return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
-            f"SOURCE_CODE:\n```gdscript\n{sanitize_for_model(code)}```\n{QUESTION}\n")
+            f"SOURCE_CODE:\n```gdscript\n{for_model(code)[0]}```\n{QUESTION}\n")
 
 
 def _evidence_head() -> str:
@@ -110,7 +110,7 @@ def _evidence_head() -> str:
 
 
 def _evidence_code(code: str) -> str:
-    return f"{sanitize_for_model(code)}```\n"
+    return f"{for_model(code)[0]}```\n"
 
 
 def _windows(code_blocks: list[str], facts: list[str], max_lines: int = 5) -> str:

@@ -202,3 +202,4 @@ class ValidateResult:
     reused_tokens: int = 0
     accept_model: str | None = None  # policy "calibrated": the model that decided, or None if it was missing
     skipped: int = 0  # candidates decided without Qwen
+    code_cut: int = 0  # lines of a very long chunk that Qwen's prompt leaves out (evidence.MODEL_CODE_CHARS)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import config
-from pipeline.evidence import Evidence, collect, sanitize_for_model
+from pipeline.evidence import MODEL_CODE_CHARS, Evidence, collect, for_model, sanitize_for_model
 from pipeline.kb.store import KBStore
 from pipeline.models.base import Validator
 from pipeline.models.validator import Judgement
@@ -152,6 +152,12 @@ class Validate:
 
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
             cancelled: Callable[[], bool] | None = None) -> ValidateResult:
+        result = self._run(chunk, final, progress, cancelled)
+        cut = for_model(chunk.text)[1] if self.validator is not None else 0
+        return dataclasses.replace(result, code_cut=cut) if cut else result
+
+    def _run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None,
+             cancelled: Callable[[], bool] | None) -> ValidateResult:
         if self.policy == "calibrated" and self.accept is not None:
             return self.accept.run(self, chunk, final, progress, cancelled)
         t0 = time.perf_counter()
@@ -257,7 +263,11 @@ class Validate:
         ok = self.validator is not None or self.policy == "evidence_only" or self.top_k == 0
         v = self.validator
         return ValidateTrace(
-            status="ok" if ok else "error", message=self.unavailable, ms=result.ms,
+            status="ok" if ok else "error", ms=result.ms,
+            message="; ".join(filter(None, [self.unavailable, (
+                f"the chunk is long: Qwen read its first {MODEL_CODE_CHARS:,} characters, not its last "
+                f"{result.code_cut:,} lines (the evidence is still checked against all of it)")
+                if result.code_cut else ""])),
             rows=[_row(c) for c in result.checks], top_k=self.top_k, label_fit=self.label_fit, policy=self.policy,
             policy_text=POLICIES[self.policy].description, model=v.name if v else None,
             threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
