@@ -55,7 +55,13 @@ class LabelledChunk(BaseModel):
 def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledChunk]:
     """The labelled chunks of ``path``; only one half of the dev set when ``split`` is given."""
     out, errors = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:  # name the line, not the codec's byte offset in the whole file
+            errors.append(f"{path}:{n}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                          "save the file as UTF-8")
+            continue
         if not line.strip():
             continue
         try:

@@ -26,6 +26,18 @@ def test_each_bad_line_is_named_with_what_is_wrong(tmp_path: Path) -> None:
     ]
 
 
+def test_a_latin1_line_is_named_not_a_codec_error(tmp_path: Path) -> None:
+    # The Evaluation page showed "'utf-8' codec can't decode byte 0xe9 in position 1234".
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps({"id": "ok", "code": "func f():\n\tpass\n"}).encode()
+    bad = json.dumps({"id": "caf", "code": "var name = 'café'\n"}, ensure_ascii=False).encode("latin-1")
+    path.write_bytes(good + b"\n" + bad + b"\n")
+    with pytest.raises(ValueError) as info:
+        load_set(path)
+    assert str(info.value).splitlines()[1:] == [
+        f"{path}:2: not UTF-8 text (byte 0xe9 at column {bad.index(0xe9) + 1}); save the file as UTF-8"]
+
+
 def test_the_dev_set_halves_split_it() -> None:
     every = load_set(DEV_SET)
     tune, test = load_set(DEV_SET, "tune"), load_set(DEV_SET, "test")
