@@ -38,6 +38,9 @@ if engine is not None:
     for col, kind in zip(c[1:], ("docs_chunk", "api_mapping", "label_prototype"), strict=True):
         col.metric(kind, f"{counts.get(kind, 0):,}")
     st.caption(f"{store.name} · content hash {store.content_hash[:12]}")
+    with (st.expander("Models learned from these docs: the training set", expanded=False),
+          common.guarded("The training set's summary")):
+        kb_browse.show_training(store.content_hash)
 
     df = kb_browse.records_frame(store.content_hash, store)
     f1, f2, f3 = st.columns([2, 2, 3])

@@ -235,6 +235,22 @@ def test_kb_page_reports_bad_lines_and_uses_good_ones() -> None:
                                 "bad:docs:timer-signal"}
 
 
+def test_kb_page_shows_the_training_set_and_which_learned_models_are_ready(engine) -> None:
+    from pipeline.models import trained
+
+    stats = trained.training_set(engine.store.content_hash)
+    assert stats is not None and stats["queries"] > 1000  # make test trains before the tests run
+    at = _app(KB_PAGE, small_kb=False)
+    at.run()
+    assert not at.exception, _problems(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["training queries"] == f"{stats['queries']:,}"
+    assert metrics["pages with code"] == f"{stats['pages_with_code']:,}"
+    models = next(df.value for df in at.dataframe if "model" in df.value.columns and "status" in df.value.columns)
+    status = dict(zip(models["model"], models["status"], strict=True))
+    assert status["F's learned ranker"] == "ready" and status["accept model"] == "ready"
+
+
 # --- the flow overview, the navigation and the caches ----------------------------------------------
 def _flattened(at: AppTest) -> list[Any]:
     """Every element of the main area in page order (containers opened)."""

@@ -45,11 +45,36 @@ def accept(kb_hash: str) -> Path:
                   "the accept model is not trained yet; train it with `python -m pipeline models train`")
 
 
+KINDS = ("data", "query_map", "query_encoder", "ranker", "cross_encoder", "accept")
+WHAT = {"data": "training set (docs code ↔ sections)", "query_map": "F's code query map",
+        "query_encoder": "fine-tuned query encoder (option)", "ranker": "F's learned ranker",
+        "cross_encoder": "cross-encoder reranker (option)", "accept": "accept model"}
+
+
+def training_set(kb_hash: str) -> dict | None:
+    """The training set's stats for this KB (what ``train data`` prints), or None when it is not built."""
+    from pipeline.train import defaults
+
+    return defaults.info("data", kb_hash) or None
+
+
+def models_table(kb_hash: str) -> list[dict[str, str]]:
+    """One row per model learned from the docs: what it is, whether it is trained, its folder."""
+    from pipeline.train import defaults
+
+    rows = []
+    for kind in KINDS:
+        folder = defaults.ready(kind, kb_hash)
+        rows.append({"model": WHAT[kind], "status": "ready" if folder else "not trained",
+                     "folder": str(folder) if folder else ""})
+    return rows
+
+
 def status_lines(kb_hash: str) -> list[str]:
     from pipeline.train import defaults
 
     out = []
-    for kind in ("data", "query_map", "query_encoder", "ranker", "cross_encoder", "accept"):
+    for kind in KINDS:
         folder = defaults.ready(kind, kb_hash)
         if folder is None:
             extra = {"cross_encoder": " --cross-encoder", "query_encoder": " --mnrl"}.get(kind, "")
