@@ -12,7 +12,9 @@ st.caption("The records the chunks are matched against: docs sections, API mappi
            "Upload your own JSONL to search it from the other pages.")
 
 # The upload comes before the sidebar's KB choice so a fresh upload can select itself.
-with st.expander("Upload a KB (JSONL)", expanded=engines.user_kb() is None):
+# open while no KB is loaded, and while the uploader holds a file, so its result stays in sight
+with st.expander("Upload a KB (JSONL)",
+                 expanded=engines.user_kb() is None or st.session_state.get("kb_upload_page") is not None):
     up = st.file_uploader("JSONL records, one per line (docs_chunk, api_mapping or label_prototype)",
                           type=["jsonl"], key="kb_upload_page")
     kb = engines.load_user_kb(up.getvalue(), up.name, up.file_id) if up is not None else engines.user_kb()

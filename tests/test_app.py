@@ -235,6 +235,20 @@ def test_kb_page_reports_bad_lines_and_uses_good_ones() -> None:
                                 "bad:docs:timer-signal"}
 
 
+def test_a_failed_reupload_keeps_the_good_kb_and_stays_in_sight() -> None:
+    at = _app(KB_PAGE)  # the small KB is loaded and chosen
+    at.run()
+    good = at.session_state["user_kb"]
+    at.file_uploader(key="kb_upload_page").upload("nothing.jsonl", b"{oops\n[1]\n", "application/jsonl")
+    at.run()
+    assert not at.exception, _problems(at)
+    assert at.session_state["user_kb"] is good and at.session_state["kb_choice"] == "uploaded"
+    assert any("nothing.jsonl: no valid record; 2 bad line(s). Still searching" in e.value for e in at.error)
+    assert at.expander[0].proto.expanded  # the upload's result is not folded away
+    issues = next(df.value for df in at.dataframe if "reason" in df.value.columns)
+    assert len(issues) == 2
+
+
 def test_kb_page_shows_the_training_set_and_which_learned_models_are_ready(engine) -> None:
     from pipeline.models import trained
 

@@ -29,6 +29,7 @@ BUILTIN = "builtin"
 UPLOADED = "uploaded"
 SS_USER_KB = "user_kb"
 SS_KB_CHOICE = "kb_choice"
+SS_REJECTED_KB = "user_kb_rejected"  # an upload with no valid record, while an earlier one works
 SS_NAV_CHECKED = "nav_checked"  # set on a session's first run (see _through_app_navigation)
 WARM_UP_CODE = "func _ready():\n\tpass"
 
@@ -87,8 +88,14 @@ def load_user_kb(data: bytes, name: str, file_id: str) -> UserKB:
     current = user_kb()
     if current is not None and current.file_id == file_id:
         return current
+    rejected = st.session_state.get(SS_REJECTED_KB)
+    if rejected is not None and rejected.file_id == file_id:
+        return rejected
     result = load_bytes(data, name)
     kb = UserKB(name, file_id, from_load(result, name) if result.records else None, list(result.issues), len(data))
+    if kb.store is None and current is not None and current.store is not None:
+        st.session_state[SS_REJECTED_KB] = kb  # shown with its issues; the good KB loaded before stays in use
+        return kb
     st.session_state[SS_USER_KB] = kb
     if kb.store is not None:
         st.session_state[SS_KB_CHOICE] = UPLOADED  # a fresh upload is what the user wants to search

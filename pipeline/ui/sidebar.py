@@ -170,7 +170,11 @@ def kb_upload_summary(kb: UserKB, *, compact: bool = False) -> None:
     errors = [i for i in kb.issues if i.severity == "error"]
     n = len(kb.store.records) if kb.store else 0
     if kb.store is None:
-        st.error(f"{kb.name}: no valid record; {len(errors)} bad line(s).")
+        kept = user_kb()
+        what = (f"{len(errors)} bad line(s)" if errors else "the file is empty")
+        st.error(f"{kb.name}: no valid record; {what}." + (
+            f" Still searching {kept.name} ({len(kept.store.records):,} records)."
+            if kept is not None and kept is not kb and kept.store is not None else ""))
     elif errors:
         st.warning(f"{kb.name}: {n:,} records loaded, {len(errors)} bad line(s) skipped.")
     else:
