@@ -48,6 +48,7 @@ PIPELINE_PAGE, COMPARE_PAGE = REPO / "pages" / "0_Pipeline.py", REPO / "pages" /
 KB_PAGE = REPO / "pages" / "3_Knowledge_base.py"
 SMALL_KB = REPO / "fixtures" / "user_kb" / "small.jsonl"
 BAD_KB = REPO / "fixtures" / "bad" / "malformed.jsonl"
+REFERENCE_CHUNK = (REPO / "fixtures" / "reference_chunk.gd").read_text()
 DASH_CHUNK = "func _physics_process(delta):\n\tif Input.is_action_just_pressed(\"dash\"):\n\t\tstart_dash()\n"
 PANELS = ["1 · Raw chunk", "2 · BM25 candidates", "3 · Embedding candidates", "4 · Union of both legs",
           "5 · Fusion (D) / reranker (F)", "6 · Validator", "7 · Final records"]
@@ -357,6 +358,17 @@ def test_flow_nodes_and_eta_while_the_model_stages_are_pending() -> None:
     done = prepared.trace.model_copy(deep=True)
     done.close_pending("finished")
     assert flow.eta(prepared.trace, done, 3.0).text == "model stages done"
+
+
+def test_the_pending_rerank_node_counts_what_the_reranker_will_score(engine) -> None:
+    # The learned ranker scores the whole union; only the model rerankers stop at "Rerank the top N".
+    for s in (Settings(), Settings(reranker="qwen")):
+        prepared = engine.prepare(REFERENCE_CHUNK, s)
+        union_f = prepared.trace.alternatives["F"].union
+        assert union_f is not None and union_f.count > s.rerank_top_n
+        node = next(n for n in flow.flow_nodes(prepared.trace) if (n.alternative, n.column) == ("F", "ranking"))
+        want = union_f.count if s.reranker == "learned" else s.rerank_top_n
+        assert node.count_text == f"{want} to score"
 
 
 def test_loading_bars_eta_is_the_rate_since_the_bar_started() -> None:

@@ -77,7 +77,9 @@ def _reranker() -> dict[str, Any]:
         model = st.text_input("Model path (optional)", "", key="s_reranker_model", placeholder="default model",
                               help="The learned ranker's or a cross-encoder's folder, or a GGUF for Qwen; empty: "
                                    "the one trained here.", **KEEP)
-        top_n = number("Rerank the top N of the union", "rerank_top_n")
+        top_n = number("Rerank the top N of the union", "rerank_top_n", disabled=reranker == "learned",
+                       help="For the model rerankers (cross-encoder, Qwen), which cost per candidate. The learned "
+                            "ranker scores the whole union: it reads features the trace already has.")
     return {"reranker": reranker, "reranker_model": model.strip() or None, "rerank_top_n": top_n}
 
 
