@@ -26,6 +26,9 @@ VERDICT_SCALE = alt.Scale(domain=["yes", "no", "other"], range=["#22a35a", "#e04
 NEUTRAL = "#8c8c8c"  # mid grey: visible on the light and the dark background (vega's default is black)
 RULE = "#f59e0b"  # amber threshold rule, distinct from the yes/no colours
 LABEL_CHARS = 48
+LEGEND_LIMIT = 320  # px: legend labels are not cut
+# The learned ranker's blend (RerankRow.prior): score = z(raw ranker score) + weight × z(RRF prior).
+RANKER_PART, PRIOR_PART = "standardised ranker", "RRF prior (weighted)"
 
 
 def short(text: str, n: int = LABEL_CHARS) -> str:
@@ -69,14 +72,26 @@ class Shift:
         return cls(row.record_id, row.name, row.before, row.rank)
 
 
+IN_RANGE, BEYOND = "in range", "beyond the cap"
+SHAPE_RANGE = ["circle", "triangle-down"]
+
+
+def _slots(ranks: set[int], cap: int) -> dict[int, float]:
+    """Ranks beyond ``cap`` get one slot each below it, in rank order (not to scale)."""
+    return {rank: cap + 1 + i for i, rank in enumerate(sorted(r for r in ranks if r > cap))}
+
+
 def slope_chart(rows: Sequence[Shift], before: str, after: str, *, top: int = 15, cap: int = 30,
                 label_room: float = 1.5) -> alt.LayerChart:
     """Rank before → rank after for the top ``top`` after the stage; lines coloured by direction.
 
-    Ranks below ``cap`` are drawn at the cap (tooltips keep the true rank), so one candidate that
-    climbed from rank 70 does not squeeze the other fourteen labels together.
+    Ranks beyond ``cap`` sit one slot each below a "> cap" break (in rank order, not to scale), drawn
+    as triangles and labelled with their rank, so one candidate that climbed from rank 70 does not
+    squeeze the other fourteen labels together and none is drawn at a rank it does not have.
     """
     picked = sorted((r for r in rows if r.after is not None), key=lambda r: r.after or 0)[:top]
+    slots = [_slots({r.before for r in picked if r.before is not None}, cap),
+             _slots({r.after for r in picked if r.after is not None}, cap)]
     long: list[dict[str, Any]] = []
     for r in picked:
         b, a = r.before, r.after
@@ -84,37 +99,51 @@ def slope_chart(rows: Sequence[Shift], before: str, after: str, *, top: int = 15
         direction = SAME if b is None or b == a else (UP if a < b else DOWN)
         for x, rank in ((0, b), (1, a)):
             if rank is not None:
-                long.append({"x": x, "y": min(rank, cap), "record": short(r.name, 34), "id": r.record_id,
+                name = short(r.name, 34)
+                long.append({"x": x, "y": slots[x].get(rank, rank), "record": name, "id": r.record_id,
+                             "label": f"{name} (rank {rank})" if rank > cap else name,
                              "direction": direction, "shift": (b - a) if b is not None else None,
-                             "before": b, "after": a, "capped": rank > cap})
+                             "before": b, "after": a, "where": BEYOND if rank > cap else IN_RANGE})
     df = pd.DataFrame(long)
+    capped = bool(slots[0] or slots[1])
     ymax = max([2.0, *(float(v) for v in df["y"])]) if not df.empty else 2.0
+    shown = min(int(ymax), cap)
+    ticks = list(range(1, shown + 1, 1 if shown <= 20 else 5)) + ([cap + 1] if capped else [])
     y = alt.Y("y:Q", scale=alt.Scale(reverse=True, domain=[-0.6, ymax + 0.5], nice=False), title="rank",
-              axis=alt.Axis(values=list(range(1, int(ymax) + 1, 1 if ymax <= 20 else 5)), grid=False))
+              axis=alt.Axis(values=ticks, grid=False, labelExpr=f"datum.value > {cap} ? '> {cap}' : datum.label"))
     # x: 0 = before, 1 = after; the room right of 1 holds the labels (less is needed on a wide chart).
     x = alt.X("x:Q", scale=alt.Scale(domain=[-0.08, 1 + label_room]), axis=None)
     color = alt.Color("direction:N", scale=DIRECTION_SCALE, legend=alt.Legend(orient="bottom", title=None))
+    shape = alt.Shape("where:N", scale=alt.Scale(domain=[IN_RANGE, BEYOND], range=SHAPE_RANGE),
+                      legend=alt.Legend(orient="bottom", title=None, symbolFillColor=NEUTRAL, symbolStrokeColor=NEUTRAL,
+                                        labelExpr=f"datum.label == '{BEYOND}' ? 'rank > {cap} (not to scale)' "
+                                                  f": 'rank ≤ {cap}'") if capped else None)
     tooltip = ["record", "before", "after", "shift"]
     base = alt.Chart(df).encode(x=x, y=y, color=color, detail="id:N", tooltip=tooltip)
-    lines = base.mark_line(strokeWidth=2) + base.mark_circle(size=45, opacity=1)
+    lines = base.mark_line(strokeWidth=2) + base.mark_point(size=45, opacity=1, filled=True).encode(shape=shape)
     labels = alt.Chart(df[df["x"] == 1] if not df.empty else df).mark_text(align="left", dx=8, fontSize=11).encode(
-        x=x, y=y, text="record:N", color=alt.Color("direction:N", scale=DIRECTION_SCALE, legend=None),
+        x=x, y=y, text="label:N", color=alt.Color("direction:N", scale=DIRECTION_SCALE, legend=None),
         tooltip=tooltip)
     heads = alt.Chart(pd.DataFrame({"x": [0, 1], "y": [-0.3, -0.3], "text": [before, after]})).mark_text(
         fontWeight="bold", fontSize=11, color=NEUTRAL).encode(x=x, y=y, text="text:N")
-    return (lines + labels + heads).properties(height=max(240, int(20 * ymax)))
+    chart = lines + labels + heads
+    if capped:  # the break between the true ranks and the slots beyond the cap
+        chart += alt.Chart(pd.DataFrame({"y": [cap + 0.5]})).mark_rule(strokeDash=[2, 3], color=NEUTRAL).encode(y=y)
+    return chart.properties(height=max(240, int(20 * ymax)))
 
 
 def _stacked(rows: Sequence[FusionRow] | Sequence[RerankRow],
-             parts: Callable[[Any], tuple[tuple[str, float], ...]], *, part: str, value: str, title: str,
-             fmt: str) -> alt.Chart:
-    """One bar per row, split into named parts (stacked)."""
+             parts: Callable[[Any], tuple[tuple[str, float], ...]], *, part: str, value: str,
+             title: str | list[str], fmt: str) -> alt.Chart:
+    """One bar per row, split into named parts (stacked); a list title is drawn one line per item."""
     df = pd.DataFrame([{"label": row_label(r, r.rank), part: name, value: v, "record": r.record_id}
                        for r in rows for name, v in parts(r)])
+    # one legend entry per line: a half-width column has no room for long entries side by side
+    legend = alt.Legend(orient="bottom", direction="vertical", labelLimit=LEGEND_LIMIT)
     return alt.Chart(df).mark_bar().encode(
         x=alt.X(f"sum({value}):Q", title=title),
         y=_y(),
-        color=alt.Color(f"{part}:N", title=None, legend=alt.Legend(orient="bottom")),
+        color=alt.Color(f"{part}:N", title=None, legend=legend),
         tooltip=["record", part, alt.Tooltip(f"{value}:Q", format=fmt)],
     ).properties(height=STEP)
 
@@ -129,9 +158,9 @@ def reranker_bars(rows: Sequence[RerankRow], top: int = 15) -> alt.Chart:
     """The reranker's score per candidate; for the learned ranker's blend, its two parts stacked."""
     shown = [r for r in rows[:top] if r.reranker_score is not None]
     if any(r.prior is not None for r in shown):
-        return _stacked(shown, lambda r: (("learned ranker (standardised)", r.score - (r.prior or 0.0)),
-                                          ("RRF prior × weight", r.prior or 0.0)),
-                        part="part", value="value", title="final score = learned ranker + RRF prior", fmt=".3f")
+        return _stacked(shown, lambda r: ((RANKER_PART, r.score - (r.prior or 0.0)), (PRIOR_PART, r.prior or 0.0)),
+                        part="part", value="value", title=["final score =", "standardised ranker + prior"],
+                        fmt=".3f")
     df = pd.DataFrame([{"label": row_label(r, r.rank), "score": r.reranker_score, "record": r.record_id}
                        for r in shown])
     return alt.Chart(df).mark_bar().encode(
@@ -237,10 +266,10 @@ def contribution_chart(contributions: Sequence[Contribution]) -> alt.Chart:
                         "sign": "raises p" if c.contribution >= 0 else "lowers p"} for c in contributions])
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("contribution:Q", title="contribution to log-odds of p"),
-        y=alt.Y("feature:N", sort=None, title=None),
+        y=_y("feature:N"),
         color=alt.Color("sign:N", scale=alt.Scale(domain=["raises p", "lowers p"], range=["#2e7d32", "#c62828"]),
                         legend=None),
-        tooltip=["feature", alt.Tooltip("contribution:Q", format="+.3f")]).properties(height={"step": 18})
+        tooltip=["feature", alt.Tooltip("contribution:Q", format="+.3f")]).properties(height=STEP)
 
 
 def reliability_chart(calibration: dict[str, dict]) -> alt.LayerChart:

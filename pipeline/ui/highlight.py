@@ -33,6 +33,11 @@ class Mark:
     title: str = ""  # tooltip, e.g. the BM25 contribution
     word: bool = True  # match on identifier boundaries (BM25 terms) rather than as a raw substring
     ignore_case: bool = True
+    # Whole identifiers only (facts, evidence): no [A-Za-z0-9_] glued on at an end that is itself one.
+    whole: bool = False
+
+
+_IDENT = "A-Za-z0-9_"
 
 
 def _pattern(m: Mark) -> re.Pattern[str] | None:
@@ -40,7 +45,12 @@ def _pattern(m: Mark) -> re.Pattern[str] | None:
     if not text:
         return None
     body = re.escape(text)
-    if m.word:
+    if m.whole:
+        # "play" not in "player's"; "$AnimatedSprite2D" and "position.clamp(" keep their punctuation ends.
+        head = rf"(?<![{_IDENT}])" if re.match(rf"[{_IDENT}]", text) else ""
+        tail = rf"(?![{_IDENT}])" if re.match(rf"[{_IDENT}]", text[-1]) else ""
+        body = head + body + tail
+    elif m.word:
         # Identifier parts count ("pressed" in is_action_pressed), letters glued on do not ("is" in "this").
         body = rf"(?<![A-Za-z0-9]){body}(?![a-z0-9])"
     return re.compile(body, re.IGNORECASE if m.ignore_case else 0)

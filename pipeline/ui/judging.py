@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 import pandas as pd
@@ -44,23 +45,36 @@ def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltN
         _validate(stage, trace.chunk.text, store, f"{key}_{name}")
 
 
+def threshold_text(stage: ValidateTrace) -> str:
+    """The threshold that decides under the policy in force (markdown); empty when none does."""
+    if stage.accept_model or stage.policy == "calibrated":
+        return f"**threshold:** p ≥ {stage.p_threshold:.2f}" if stage.p_threshold is not None else ""
+    if stage.policy in ("qwen_and_evidence", "qwen_only") and stage.threshold is not None:
+        return f"**threshold:** Qwen's judge score ≥ {stage.threshold:g}"
+    return ""
+
+
 def _summary(stage: ValidateTrace) -> None:
-    threshold = stage.threshold if stage.threshold is not None else "—"
-    st.markdown(f"**Model:** {stage.model or 'none (no model)'} · **policy:** {stage.policy_text} · "
-                f"**threshold:** {threshold} · judges {stage.scope_text}")
+    parts = [f"**Model:** {stage.model or 'none (no model)'}", f"**policy:** {stage.policy_text}",
+             threshold_text(stage), f"judges {stage.scope_text}"]
+    st.markdown(" · ".join(p for p in parts if p))
     if stage.accept_model:
         st.caption(f"Decided by the **{stage.accept_model}**: accept when p ≥ {stage.p_threshold:.2f} and a fact is "
                    f"shared. Qwen was asked only where it could change the decision; "
                    f"{stage.skipped} of {len(stage.judged_rows)} were decided without it.")
     c = st.columns(5)
-    c[0].metric("judged now", stage.judged, help="Qwen calls made (a record's empty-chunk margin counts too).")
-    c[1].metric("from cache", stage.cached)
+    c[0].metric("judged now", stage.judged, help="Qwen verdicts computed now (a record's empty-chunk margin counts "
+                                                 "too); evidence lists are not counted.")
+    c[1].metric("from cache", stage.cached, help="Qwen verdicts read from the cache; evidence lists are not "
+                                                 "counted.")
     c[2].metric("decided without Qwen", stage.skipped, help="Calls saved: Qwen could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
 
 
-def _table(rows: list[ValidateRow], key: str) -> None:
+def _table(rows: list[ValidateRow], key: str, calibrated: bool) -> None:
+    # under the accept model the Qwen score threshold decides nothing: its column would mislead
+    hidden = {"threshold": None} if calibrated else {}
     st.dataframe(views.validate_frame(rows), hide_index=True, placeholder="—", key=f"{key}_validate", column_config={
         "score": st.column_config.NumberColumn(format="%.2f", help="What the threshold applies to: Qwen's "
                                                "yes−no margin plus a prior from the evidence coverage."),
@@ -71,7 +85,7 @@ def _table(rows: list[ValidateRow], key: str) -> None:
         "p": st.column_config.ProgressColumn("p", format="%.2f", min_value=0.0, max_value=1.0,
                                              help="The accept model's calibrated probability."),
         "accepted": st.column_config.CheckboxColumn("accepted"),
-        "disagreement": st.column_config.TextColumn("Qwen vs deterministic", width="medium")})
+        "disagreement": st.column_config.TextColumn("Qwen vs deterministic", width="medium"), **hidden})
 
 
 def _validate(stage: ValidateTrace, chunk: str, store: KBStore | None, key: str) -> None:
@@ -80,7 +94,7 @@ def _validate(stage: ValidateTrace, chunk: str, store: KBStore | None, key: str)
     if not judged:
         st.info("No candidate was in the validator's scope (top k = 0).")
         return
-    _table(judged, key)
+    _table(judged, key, bool(stage.accept_model))
     if any(r.p is not None for r in judged):
         st.markdown("**p vs threshold** — the accept model's calibrated probability; faded bars were decided "
                     "without Qwen")
@@ -101,13 +115,46 @@ def _evidence_marks(row: ValidateRow) -> list[Mark]:
     for e in row.evidence:
         kind = "evidence" if e.verified else "unverified"
         marks.append(Mark(e.text.strip('"') if kind == "unverified" else e.text, kind,
-                          f"Qwen evidence ({e.field})", word=False, ignore_case=False))
+                          f"Qwen evidence ({e.field})", word=False, ignore_case=False, whole=True))
     for f in row.facts:
-        marks.append(Mark(f.text, "fact", f"fact {f.n} · record field: {f.field}", word=False, ignore_case=False))
+        marks.append(Mark(f.text, "fact", f"fact {f.n} · record field: {f.field}", word=False, ignore_case=False,
+                          whole=True))
     return marks
 
 
-def _verdict_line(r: ValidateRow) -> str:
+# Note parts that repeat what the line already says: p (shown in bold), "decided without Qwen", the evidence list.
+_P_AGAIN = re.compile(r"(?::|,)? p = -?\d+(?:\.\d+)?|\s*\(p = -?\d+(?:\.\d+)?\)")
+LISTED = "Qwen listed the evidence"  # the note part the calibrated stage adds when it asked for the list
+_SAID = ("decided without Qwen", LISTED)
+
+
+def decision_line(r: ValidateRow) -> str:
+    """The accept model's line: p, its threshold, how it was decided, and what else the note says, once."""
+    how = "Qwen asked" if r.asked_qwen else "decided without Qwen"
+    notes = []
+    for part in r.note.split("; "):
+        part = _P_AGAIN.sub("", part).strip()
+        if part.startswith("Qwen unavailable"):
+            how = part
+        elif part and part not in _SAID:
+            notes.append(part)
+    threshold = f" (threshold {r.p_threshold:.2f})" if r.p_threshold is not None else ""
+    p = f"**p = {r.p:.3f}**{threshold} · " if r.p is not None else ""
+    return p + " · ".join([how, *notes])
+
+
+def _listed(r: ValidateRow) -> bool:
+    """Qwen was asked for the evidence list only (the accept model decided without its verdict)."""
+    return r.asked_qwen is False and (LISTED in r.note.split("; ") or bool(r.evidence))
+
+
+def verdict_line(r: ValidateRow) -> str:
+    if r.asked_qwen is False:
+        if not _listed(r):
+            return "Qwen: **not asked** (decided without Qwen)"
+        found = f"{len(r.evidence)} item(s)" if r.evidence else "no item"
+        return (f"Qwen: **no verdict** (decided without Qwen); evidence list by Qwen"
+                f"{' (cached)' if r.cached else ''}: {found}")
     detail = ""
     if r.margin is not None:
         detail = f"yes−no margin {r.margin:.2f}"
@@ -118,21 +165,27 @@ def _verdict_line(r: ValidateRow) -> str:
     return f"Qwen: **{VERDICT_WORDS[r.verdict]}**{detail}{when}"
 
 
+def evidence_heading(r: ValidateRow) -> str:
+    if _listed(r):
+        return ("**Qwen's evidence list** — asked after the decision, for the accepted record"
+                + (" (from the cache)" if r.cached else ""))
+    return "**Qwen's evidence**"
+
+
 def _judgement(r: ValidateRow, chunk: str, store: KBStore | None) -> None:
     if r.p is not None:
-        st.markdown(f"**p = {r.p:.3f}** (threshold {r.p_threshold:.2f}) · "
-                    + ("Qwen asked" if r.asked_qwen else "decided without Qwen") + (f" · {r.note}" if r.note else ""))
+        st.markdown(decision_line(r))
         if r.contributions:
             st.altair_chart(charts.contribution_chart(r.contributions), width="stretch")
     if r.disagreement:
         st.warning(f"Qwen and the deterministic evidence disagree: {r.disagreement}", icon=ICON_WARN)
     if r.message:
         st.caption(r.message)
-    st.markdown(_verdict_line(r))
+    st.markdown(verdict_line(r))
     marks = _evidence_marks(r)
     side_by_side(chunk, record_of(store, r.record_id), marks, marks)
     if r.evidence:
-        st.markdown("**Qwen's evidence**")
+        st.markdown(evidence_heading(r))
         st.dataframe(pd.DataFrame([{"text": e.text, "field": e.field, "in both texts": e.verified}
                                    for e in r.evidence]), hide_index=True)
     if r.facts:

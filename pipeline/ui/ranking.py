@@ -73,6 +73,39 @@ def _fusion(stage: FusionTrace | None) -> None:
     st.caption(f"{len(rows)} candidates fused in {fmt_seconds(stage.ms)}.")
 
 
+RERANKER_SCORE_HELP = ("The reranker's raw score: the learned ranker's output (LightGBM, the default), Qwen's "
+                       "yes − no logit margin, or the cross-encoder's relevance score; empty = not reranked.")
+STANDARDISED = "standardised ranker"
+
+
+def rerank_table(stage: RerankTrace) -> tuple[pd.DataFrame, dict[str, Any], str]:
+    """F's table, its column config and the caption that says how the final score is made.
+
+    With the learned ranker's blend the table adds the term actually summed (the standardised ranker
+    score), rounded so that standardised ranker + RRF prior = final score as displayed.
+    """
+    df = views.rerank_frame(stage)
+    cfg: dict[str, Any] = {
+        "reranker score": st.column_config.NumberColumn(format="%.2f", help=RERANKER_SCORE_HELP),
+        "shift": st.column_config.NumberColumn(format="%+d", help=SHIFT_HELP)}
+    if "RRF prior" not in df.columns:
+        return df, cfg, ""
+    final, prior = df["final score"].astype(float).round(4), df["RRF prior"].astype(float).round(4)
+    df["final score"], df["RRF prior"] = final, prior
+    df.insert(df.columns.get_loc("reranker score") + 1, STANDARDISED, (final - prior).round(4))
+    cfg["reranker score"] = st.column_config.NumberColumn(
+        format="%.2f", help=RERANKER_SCORE_HELP + " Standardised over the candidates before it is summed.")
+    cfg[STANDARDISED] = st.column_config.NumberColumn(
+        format="%.4f", help="The reranker score standardised over the candidates: (score − mean) / sd.")
+    cfg["RRF prior"] = st.column_config.NumberColumn(
+        format="%.4f", help="The union's RRF score standardised over the candidates, times the blend weight.")
+    cfg["final score"] = st.column_config.NumberColumn(
+        format="%.4f", help=f"{STANDARDISED} + RRF prior: what F ranks by.")
+    caption = (f"final score = **{STANDARDISED}** + **RRF prior**: the reranker score and the union's RRF score "
+               "are each standardised over the candidates ((x − mean) / sd) and the RRF part is weighted.")
+    return df, cfg, caption
+
+
 def _rerank(stage: RerankTrace | None) -> None:
     if not stage_notice(stage):
         return
@@ -81,10 +114,10 @@ def _rerank(stage: RerankTrace | None) -> None:
     if stage.scored:
         st.markdown(f"**{stage.reranker}** scored the union's top {stage.scored} (of {len(rows)}); the rest keep "
                     "their union order below them.")
-    st.dataframe(views.rerank_frame(stage), hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config={
-        "reranker score": st.column_config.NumberColumn(format="%.2f", help="yes − no logit margin (Qwen) or the "
-                                                        "cross-encoder's relevance score; empty = not reranked"),
-        "shift": st.column_config.NumberColumn(format="%+d", help=SHIFT_HELP)})
+    df, cfg, caption = rerank_table(stage)
+    if caption:
+        st.caption(caption)
+    st.dataframe(df, hide_index=True, placeholder="—", height=TABLE_HEIGHT, column_config=cfg)
     if not stage.scored:
         return
     left, right = st.columns(2)

@@ -1,0 +1,163 @@
+"""Panel text and chart specs built from hand-made trace rows (no KB, no model, one AppTest run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pipeline.trace import (
+    Contribution,
+    EvidenceRow,
+    FactRow,
+    RerankRow,
+    RerankTrace,
+    ValidateRow,
+    ValidateTrace,
+)
+from pipeline.ui import charts, judging, ranking
+from pipeline.ui.charts import Shift
+from pipeline.ui.highlight import mark_line
+
+CHUNK = "var player's = clamping\nposition = position.clamp(Vector2.ZERO, screen_size)\n$AnimatedSprite2D.play()\n"
+CONTRIBUTIONS = [Contribution(feature=f, value=v, contribution=c) for f, v, c in [
+    ("class_rule", 0, -0.7), ("class_used", 1, 0.6), ("page_rows", 2, -0.4), ("kind_tutorial", 0, -0.3),
+    ("api_facts", 2, -0.2), ("label_terms", 0.571429, 0.2), ("facts", 1, -0.1), ("coverage", 0.5, 0.1)]]
+
+
+def _row(rank: int, **fields: Any) -> ValidateRow:
+    return ValidateRow(record_id=f"docs:r{rank}", kind="docs_chunk", source=f"page_{rank}", rank=rank, **fields)
+
+
+# Decided without Qwen, accepted; Qwen then listed the evidence, read from the cache.
+LISTED_ROW = _row(1, p=0.87, p_threshold=0.76, asked_qwen=False, accepted=True, cached=True,
+                  note="decided without Qwen: p = 0.87; Qwen listed the evidence", contributions=CONTRIBUTIONS,
+                  evidence=[EvidenceRow(text="clamp", field="code_blocks", verified=True)],
+                  facts=[FactRow(n=1, text="clamp", field="code_blocks")])
+SKIPPED_ROW = _row(2, p=0.56, p_threshold=0.76, asked_qwen=False, accepted=False,
+                   note="decided without Qwen: p = 0.56", contributions=CONTRIBUTIONS)
+ASKED_ROW = _row(3, p=0.91, p_threshold=0.76, asked_qwen=True, accepted=True, verdict="yes", margin=1.5,
+                 threshold=0.9, note="", contributions=CONTRIBUTIONS)
+
+
+def _calibrated(rows: list[ValidateRow]) -> ValidateTrace:
+    return ValidateTrace(policy="calibrated", policy_text="accept when p reaches its threshold", model="qwen-1.5b",
+                         threshold=0.9, accept_model="accept model (test)", p_threshold=0.76, top_k=8, rows=rows,
+                         skipped=2)
+
+
+def _records(chart: alt.TopLevelMixin) -> list[dict[str, Any]]:
+    """Every data row of a chart spec (inline datasets of all layers)."""
+    return [r for rows in chart.to_dict().get("datasets", {}).values() for r in rows]
+
+
+# --- 1, 2: the validator panel's words ---------------------------------------------------------
+def test_threshold_is_the_one_that_decides() -> None:
+    calibrated = judging.threshold_text(_calibrated([]))
+    assert "0.76" in calibrated and "0.9" not in calibrated
+    rules = ValidateTrace(policy="qwen_and_evidence", model="qwen-1.5b", threshold=0.9)
+    assert "0.9" in judging.threshold_text(rules)
+    assert judging.threshold_text(ValidateTrace(policy="evidence_only")) == ""
+
+
+def test_record_lines_say_each_thing_once_and_truthfully() -> None:
+    line = judging.decision_line(SKIPPED_ROW)
+    assert line.count("decided without Qwen") == 1 and line.count("0.56") == 1
+    rule = _row(4, p=0.4, p_threshold=0.76, asked_qwen=False, accepted=True,
+                rule="accepted by the class-use rule: the code uses Input (`Input.is_action_pressed`)",
+                note="accepted by the class-use rule: the code uses Input (`Input.is_action_pressed`) (p = 0.40)")
+    assert "class-use rule" in judging.decision_line(rule) and "(p = 0.40)" not in judging.decision_line(rule)
+    verdict = judging.verdict_line(LISTED_ROW)
+    assert "not run" not in verdict and "from cache" not in verdict
+    assert "decided without Qwen" in verdict and "evidence list by Qwen (cached)" in verdict
+    assert "evidence list" in judging.evidence_heading(LISTED_ROW)
+    assert judging.verdict_line(SKIPPED_ROW) == "Qwen: **not asked** (decided without Qwen)"
+    assert "yes" in judging.verdict_line(ASKED_ROW) and "threshold 0.9" in judging.verdict_line(ASKED_ROW)
+
+
+def _validator_script() -> None:
+    import streamlit as st
+
+    from pipeline.ui import judging
+
+    judging._validate(st.session_state["stage"], st.session_state["chunk"], None, "t")
+
+
+def test_validator_panel_renders_without_contradictions() -> None:
+    at = AppTest.from_function(_validator_script, default_timeout=60)
+    at.session_state["stage"] = _calibrated([LISTED_ROW, SKIPPED_ROW, ASKED_ROW])
+    at.session_state["chunk"] = CHUNK
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    text = [m.value for m in at.markdown]
+    header = next(t for t in text if t.startswith("**Model:**"))
+    assert "p ≥ 0.76" in header and "0.9" not in header
+    assert not any(t.count("decided without Qwen") > 1 for t in text)
+    assert not any("not run" in t and "from cache" in t for t in text)
+
+
+# --- 3, 5: F's reranker table and chart --------------------------------------------------------
+def _rerank() -> RerankTrace:
+    rows = [RerankRow(record_id=f"docs:r{i}", kind="docs_chunk", source=f"first_2d_game/page_{i}", rank=i, before=i,
+                      shift=0, provenance="both", score=s, reranker_score=raw, prior=prior)
+            for i, (raw, s, prior) in enumerate([(2.14, 5.100712, 2.293349), (1.74, 4.610849, 2.126851)], 1)]
+    return RerankTrace(reranker="learned ranker (LightGBM) + RRF prior × 1", top_n=2, scored=2, rows=rows)
+
+
+def test_rerank_table_adds_up_as_displayed() -> None:
+    df, cfg, caption = ranking.rerank_table(_rerank())
+    assert ranking.STANDARDISED in df.columns and ranking.STANDARDISED in caption
+    for z, prior, final in zip(df[ranking.STANDARDISED], df["RRF prior"], df["final score"], strict=True):
+        assert f"{z + prior:.4f}" == f"{final:.4f}"  # the terms shown sum to the total shown
+    assert "learned ranker" in cfg["reranker score"]["help"]
+
+
+def test_reranker_chart_titles_fit_a_half_width_column() -> None:
+    spec = charts.reranker_bars(_rerank().rows).to_dict()
+    title = spec["encoding"]["x"]["title"]
+    assert all(len(line) <= 30 for line in ([title] if isinstance(title, str) else title))
+    legend = spec["encoding"]["color"]["legend"]
+    assert legend["direction"] == "vertical" and legend["labelLimit"] >= 300
+    parts = {r["part"] for r in _records(charts.reranker_bars(_rerank().rows))}
+    assert ranking.STANDARDISED in parts
+
+
+# --- 4: feature contributions ------------------------------------------------------------------
+def test_contribution_chart_labels_every_bar() -> None:
+    spec = charts.contribution_chart(CONTRIBUTIONS).to_dict()
+    axis = spec["encoding"]["y"]["axis"]
+    assert axis["labelOverlap"] is False and axis["labelLimit"] >= 300
+    assert spec["height"]["step"] >= 20
+
+
+# --- 6: highlighting ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("fact", "line", "hit"), [
+    ("play", "the player's sprite", False),
+    ("clamp", "clamping the position", False),
+    ("clamp", "position.clamp(x)", True),
+    ("$AnimatedSprite2D", "$AnimatedSprite2D.play()", True),
+    ("position.clamp(", "p = position.clamp(x)", True),
+    ("screen_size", "screen_size_max", False),
+    ("screen_size", "clamp(Vector2.ZERO, screen_size)", True),
+])
+def test_evidence_marks_whole_identifiers(fact: str, line: str, hit: bool) -> None:
+    row = _row(1, facts=[FactRow(n=1, text=fact, field="code_blocks")])
+    out = mark_line(line, judging._evidence_marks(row))
+    assert (f">{fact}</mark>" in out) is hit, out
+
+
+# --- 7: rank shifts beyond the cap -------------------------------------------------------------
+def test_slope_chart_marks_ranks_beyond_the_cap() -> None:
+    rows = [Shift("a", "class/Input", 63, 7), Shift("b", "label/player_input", 2, 39), Shift("c", "label/clamp", 3, 45),
+            Shift("d", "page", 1, 1)]
+    chart = charts.slope_chart(rows, "D rank", "F rank", top=len(rows), cap=30)
+    points = [r for r in _records(chart) if "id" in r]
+    after = {r["id"]: r for r in points if r["x"] == 1}
+    assert after["b"]["y"] != after["c"]["y"] and min(after["b"]["y"], after["c"]["y"]) > 30
+    assert after["b"]["y"] < after["c"]["y"]  # rank order kept beyond the cap
+    assert "39" in after["b"]["label"] and after["b"]["where"] == charts.BEYOND
+    assert after["d"]["where"] == charts.IN_RANGE and after["d"]["label"] == "page"
+    before = {r["id"]: r for r in points if r["x"] == 0}
+    assert before["a"]["y"] > 30 and before["a"]["where"] == charts.BEYOND and before["a"]["before"] == 63
