@@ -210,7 +210,9 @@ def part_validate(a: AlternativeTrace, c: _Charts) -> Markup:
     if v is None or v.status != "ok":
         return stage_note(v)
     judged = v.judged_rows
-    out = para(f"Model {v.model or 'none'} · policy: {v.policy_text} · threshold {v.threshold} · judges "
+    # under the accept model the p threshold decides (below); Qwen's score threshold only under the Qwen policies
+    qwen_threshold = f" · threshold {v.threshold}" if v.threshold is not None and not v.accept_model else ""
+    out = para(f"Model {v.model or 'none'} · policy: {v.policy_text}{qwen_threshold} · judges "
                f"{v.scope_text} · {fmt_ms(v.ms)}")
     out += metrics([("judged now", v.judged), ("from cache", v.cached), ("prompt tokens", f"{v.prompt_tokens:,}"),
                     ("reused tokens", f"{v.reused_tokens:,}")])
