@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.records import AnyRecord, DocsChunk, Kind
+from pipeline.records import AnyRecord, ApiMapping, DocsChunk, Kind
 from pipeline.settings import AltName, Settings
 
 # One verdict vocabulary for the judge, the final item and the dashboard.
@@ -40,6 +40,7 @@ class RecordRef(Row):
     source: str = ""
     section: str | None = None  # docs chunks only
     doc_path: str | None = None
+    api: str | None = None  # API mappings only: source_api
 
     @classmethod
     def of(cls, src: AnyRecord | RecordRef, **fields: Any) -> Self:
@@ -48,13 +49,16 @@ class RecordRef(Row):
             base = {name: getattr(src, name) for name in RecordRef.model_fields}
         else:
             base = {"record_id": src.id, "kind": src.kind, "source": src.source, "doc_path": src.doc_path,
-                    "section": src.section if isinstance(src, DocsChunk) else None}
+                    "section": src.section if isinstance(src, DocsChunk) else None,
+                    "api": src.source_api if isinstance(src, ApiMapping) else None}
         return cls(**base, **fields)
 
     @property
     def name(self) -> str:
-        """``source › section``: how a person recognises the record."""
+        """``source › section`` (an API mapping: ``source › member``): how a person recognises the record."""
         src = self.source or self.record_id
+        if self.api:  # one class page holds many mappings: name the member
+            return f"{src} › {self.api.removeprefix(src.removeprefix('class/') + '.')}"
         return f"{src} › {self.section}" if self.section else src
 
 

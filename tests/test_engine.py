@@ -47,6 +47,12 @@ def test_rows_refuse_a_misspelt_field_on_write_and_on_read() -> None:
                   reranker_scor=1.0)
 
 
+def test_two_mappings_of_one_class_page_have_different_names(engine) -> None:
+    # both read "class/AnimatedSprite2D" in every table and chart before
+    play, stop = (RecordRef.of(engine.store.get(f"api:AnimatedSprite2D.{m}")) for m in ("play", "stop"))
+    assert (play.name, stop.name) == ("class/AnimatedSprite2D › play", "class/AnimatedSprite2D › stop")
+
+
 def test_record_ref_of_a_record_and_of_a_row(small: Engine) -> None:
     doc = small.store.get("user:docs:dash-ability")
     ref = RecordRef.of(doc)
@@ -55,7 +61,8 @@ def test_record_ref_of_a_record_and_of_a_row(small: Engine) -> None:
     assert ref.section == "Team notes: dash ability > Implementation"
     assert ref.name == "team/dash_ability › Team notes: dash ability > Implementation"
     api = RecordRef.of(small.store.get("user:api:player-dash"))
-    assert api.section is None and api.name == "team/player_api"
+    assert api.section is None and api.name == f"team/player_api › {api.api}" and api.api
+    assert api.name == "team/player_api › Player.start_dash"
     row = BM25Row.of(ref, rank=3, score=1.5)
     assert RecordRef.of(row) == ref and row.rank == 3
 
