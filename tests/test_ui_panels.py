@@ -96,6 +96,8 @@ def test_validator_panel_renders_without_contradictions() -> None:
     assert "p ≥ 0.76" in header and "0.9" not in header
     assert not any(t.count("decided without Qwen") > 1 for t in text)
     assert not any("not run" in t and "from cache" in t for t in text)
+    table = next(df.value for df in at.dataframe if "Qwen asked" in df.value.columns)
+    assert set(table.loc[table["Qwen asked"] != "yes", "Qwen"]) == {""}  # no "not run" for a skipped call
 
 
 # --- 3, 5: F's reranker table and chart --------------------------------------------------------

@@ -115,7 +115,8 @@ def validate_frame(rows: list[ValidateRow]) -> pd.DataFrame:
     return pd.DataFrame([{
         "rank": r.rank, "record": r.name, "p": r.p,
         "Qwen asked": {True: "yes", False: "no (decided without)", None: ""}[r.asked_qwen],
-        "Qwen": VERDICT_WORDS.get(r.verdict, r.verdict),
+        # no verdict column for a record decided without Qwen: "not run" read as a failure
+        "Qwen": "" if r.asked_qwen is False else VERDICT_WORDS.get(r.verdict, r.verdict),
         "score": r.judge_score if r.judge_score is not None else r.margin, "margin": r.margin,
         "coverage": r.coverage, "threshold": r.threshold, "accepted": bool(r.accepted),
         "verified evidence": len(r.verified_evidence), "shared facts": len(r.facts),
