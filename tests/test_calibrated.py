@@ -90,6 +90,20 @@ def test_a_model_without_qwen_features_decides_on_p_and_asks_qwen_only_for_evide
     assert any(r.accepted for r in v.judged_rows) and not all(r.accepted for r in v.judged_rows)
 
 
+def test_an_empty_evidence_list_is_not_reported_as_qwen_listing_evidence(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    eng = Engine.open([SMALL_KB], hub=FreeOnlyHub())
+    eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
+    eng.hub.lm.complete = lambda *a, **k: "<generation failed: prompt too long>"  # type: ignore[method-assign]
+    alt = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=6)).alternatives["D"]
+    accepted = [r for r in alt.validation.judged_rows if r.accepted]
+    assert accepted
+    for r in accepted:
+        assert not r.evidence and "Qwen listed the evidence" not in r.note
+        assert r.note.endswith("Qwen's evidence list came back empty, so the shared facts are shown")
+    assert all(it.evidence for it in alt.final if it.accepted)  # the shared facts stand in
+
+
 def test_without_an_accept_model_the_rules_decide_and_say_so() -> None:
     eng = Engine.open([SMALL_KB], hub=FakeHub())  # the small KB has no trained accept model
     alt = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=4)).alternatives["D"]
