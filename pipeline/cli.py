@@ -136,9 +136,9 @@ def _print_trace(trace) -> None:
         typer.secho(f"\n== {name}  [{alt.status}] {alt.message}", bold=True)
         typer.echo("   " + "  ".join(f"{st.name} {st.ms:.0f} ms" + ("" if st.status == "ok" else f" ({st.status})")
                                      for st in alt.stages))
-        for st in alt.stages:
-            if st.status != "ok" and st.message:
-                typer.secho(f"   {st.name}: {st.message}", fg=typer.colors.YELLOW)
+        for st in alt.stages:  # a stage that ran may still say something worth knowing (a fallback, a cut)
+            if st.message:
+                typer.secho(f"   {st.name}: {st.message}", fg=typer.colors.YELLOW if st.status != "ok" else None)
         for it in alt.final:
             mark = {True: "ACCEPT", False: "reject", None: "      "}[it.accepted]
             ev = f"  evidence: {', '.join(it.evidence[:4])}" if it.evidence else ""
