@@ -21,7 +21,8 @@ with st.expander("Upload a KB (JSONL)",
     if kb is not None:
         sidebar.kb_upload_summary(kb)
         if kb.issues:
-            st.markdown(f"**{len(kb.issues)} problem line(s)** — bad lines were skipped, good lines are used:")
+            st.markdown(f"**{len(kb.issues)} problem line(s)**" + (" — bad lines were skipped, good lines are used:"
+                                                                   if kb.store is not None else ":"))
             st.dataframe(kb_browse.issues_frame(kb.issues), hide_index=True, key="kb_issues",
                          column_config={"reason": st.column_config.TextColumn(width="large")})
         if kb.store is not None:

@@ -380,7 +380,8 @@ class KBInfo(BaseModel):
 class Trace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: int = 2
+    # part of every cached run's key (warm.run_key): raise it when what a trace holds or says changes (3: api names)
+    version: int = 3
     chunk: ChunkInfo
     kb: KBInfo
     settings: Settings

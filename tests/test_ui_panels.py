@@ -163,3 +163,15 @@ def test_slope_chart_marks_ranks_beyond_the_cap() -> None:
     assert after["d"]["where"] == charts.IN_RANGE and after["d"]["label"] == "page"
     before = {r["id"]: r for r in points if r["x"] == 0}
     assert before["a"]["y"] > 30 and before["a"]["where"] == charts.BEYOND and before["a"]["before"] == 63
+
+
+def test_final_records_leave_qwen_blank_where_the_accept_model_decided_without_it() -> None:
+    from pipeline.trace import FinalItem
+    from pipeline.ui import views
+
+    items = [FinalItem(record_id="docs:a", kind="docs_chunk", rank=1, score=1.0, verdict="not_run", p=0.9,
+                       accepted=True),
+             FinalItem(record_id="docs:b", kind="docs_chunk", rank=2, score=0.5, verdict="yes", p=0.8, accepted=True),
+             FinalItem(record_id="docs:c", kind="docs_chunk", rank=30, score=0.1, verdict="not_run")]
+    qwen = list(views.final_frame(items)["Qwen"])
+    assert qwen[0] == "" and qwen[1] != "" and qwen[2] != ""  # decided without Qwen / asked / never judged

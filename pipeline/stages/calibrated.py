@@ -180,7 +180,8 @@ class Calibrated:
         for n, (items, cached) in zip(todo, stage.evidence_cached_many(chunk.text, pairs), strict=True):
             c = checks[n]
             # an empty list is a failed call or no item Qwen would vouch for: the shared facts stand in
-            said = "Qwen listed the evidence" if items else "Qwen's evidence list came back empty, so the shared facts are shown"
+            said = ("Qwen listed the evidence" if items
+                    else "Qwen's evidence list came back empty, so the shared facts are shown")
             checks[n] = dataclasses.replace(c, judgement=Judgement("not_run", evidence=items), cached=cached,
                                             note=f"{c.note}; {said}")
         if progress:

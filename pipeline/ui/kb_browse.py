@@ -101,6 +101,6 @@ def show_training(kb_hash: str) -> None:
             col.altair_chart(alt.Chart(part).mark_bar().encode(
                 x=alt.X("count:Q", title=None), y=alt.Y("item:N", title=None, sort=None,
                                                         axis=alt.Axis(labelLimit=160, labelOverlap=False)),
-                tooltip=["item", "count"]).properties(height=26 * len(part)), width="stretch")
+                tooltip=["item", "count"]).properties(height={"step": 24}), width="stretch")
     st.dataframe(pd.DataFrame(trained.models_table(kb_hash)), hide_index=True, width="stretch",
                  column_config={"folder": st.column_config.TextColumn(width="large")})

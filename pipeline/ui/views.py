@@ -126,7 +126,10 @@ def validate_frame(rows: list[ValidateRow]) -> pd.DataFrame:
 
 def final_frame(items: list[FinalItem]) -> pd.DataFrame:
     return pd.DataFrame([{"decision": DECISIONS[it.accepted], "rank": it.rank, "record": it.name,
-                          "source": it.source, "kind": it.kind, "Qwen": VERDICT_WORDS.get(it.verdict, it.verdict),
+                          "source": it.source, "kind": it.kind,
+                          # p without a verdict: the accept model decided without Qwen (not a failed run)
+                          "Qwen": "" if it.p is not None and it.verdict == "not_run"
+                          else VERDICT_WORDS.get(it.verdict, it.verdict),
                           "score": it.score, "p": it.p, "evidence": ", ".join(it.evidence[:6]),
                           "why": ", ".join(it.why), "doc_path": it.doc_path or "",
                           "record_id": it.record_id} for it in items], columns=FINAL_COLUMNS)
