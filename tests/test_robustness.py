@@ -428,9 +428,9 @@ def test_a_huge_chunk_is_cut_for_qwen_and_the_trace_says_so(engine) -> None:
     result = stage.run(chunk, [FinalItem(**item.model_dump())])
     trace = stage.trace(result)
     assert fake.sizes and max(fake.sizes) < MODEL_CODE_CHARS + 2000  # FakeQwen: one token per character
-    assert result.code_cut > 500 and "Qwen read its first 8,000 characters" in trace.message
+    assert result.code_cut > 500 and "Qwen is shown only its first 8,000 characters" in trace.message
     short = stage.trace(stage.run(prepare_chunk(REFERENCE), [FinalItem(**item.model_dump())]))
-    assert "Qwen read" not in short.message  # a chunk that fits is shown whole, with no notice
+    assert "Qwen is shown only" not in short.message  # a chunk that fits is shown whole, with no notice
 
 
 def test_corrupt_verdict_entry_is_judged_again(engine, tmp_cache: Path) -> None:

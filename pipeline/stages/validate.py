@@ -265,7 +265,7 @@ class Validate:
         return ValidateTrace(
             status="ok" if ok else "error", ms=result.ms,
             message="; ".join(filter(None, [self.unavailable, (
-                f"the chunk is long: Qwen read its first {MODEL_CODE_CHARS:,} characters, not its last "
+                f"the chunk is long: Qwen is shown only its first {MODEL_CODE_CHARS:,} characters, not its last "
                 f"{result.code_cut:,} lines (the evidence is still checked against all of it)")
                 if result.code_cut else ""])),
             rows=[_row(c) for c in result.checks], top_k=self.top_k, label_fit=self.label_fit, policy=self.policy,
