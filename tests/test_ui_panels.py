@@ -71,9 +71,9 @@ def test_record_lines_say_each_thing_once_and_truthfully() -> None:
     assert "class-use rule" in judging.decision_line(rule) and "(p = 0.40)" not in judging.decision_line(rule)
     verdict = judging.verdict_line(LISTED_ROW)
     assert "not run" not in verdict and "from cache" not in verdict
-    assert "decided without Qwen" in verdict and "evidence list by Qwen (cached)" in verdict
+    assert "no verdict" in verdict and "evidence list by Qwen (cached)" in verdict
     assert "evidence list" in judging.evidence_heading(LISTED_ROW)
-    assert judging.verdict_line(SKIPPED_ROW) == "Qwen: **not asked** (decided without Qwen)"
+    assert judging.verdict_line(SKIPPED_ROW) == "Qwen: **not asked**"
     assert "yes" in judging.verdict_line(ASKED_ROW) and "threshold 0.9" in judging.verdict_line(ASKED_ROW)
 
 
@@ -95,6 +95,7 @@ def test_validator_panel_renders_without_contradictions() -> None:
     header = next(t for t in text if t.startswith("**Model:**"))
     assert "p ≥ 0.76" in header and "0.9" not in header
     assert not any(t.count("decided without Qwen") > 1 for t in text)
+    assert not any(t.startswith("Qwen: ") and "decided without Qwen" in t for t in text)  # the p line says it
     assert not any("not run" in t and "from cache" in t for t in text)
     table = next(df.value for df in at.dataframe if "Qwen asked" in df.value.columns)
     assert set(table.loc[table["Qwen asked"] != "yes", "Qwen"]) == {""}  # no "not run" for a skipped call

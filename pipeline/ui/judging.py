@@ -151,9 +151,9 @@ def _listed(r: ValidateRow) -> bool:
 def verdict_line(r: ValidateRow) -> str:
     if r.asked_qwen is False:
         if not _listed(r):
-            return "Qwen: **not asked** (decided without Qwen)"
+            return "Qwen: **not asked**"  # the p line above already says it was decided without Qwen
         found = f"{len(r.evidence)} item(s)" if r.evidence else "no item"
-        return (f"Qwen: **no verdict** (decided without Qwen); evidence list by Qwen"
+        return (f"Qwen: **no verdict**; evidence list by Qwen"
                 f"{' (cached)' if r.cached else ''}: {found}")
     detail = ""
     if r.margin is not None:
