@@ -164,6 +164,18 @@ def test_slope_chart_marks_ranks_beyond_the_cap() -> None:
     assert after["d"]["where"] == charts.IN_RANGE and after["d"]["label"] == "page"
     before = {r["id"]: r for r in points if r["x"] == 0}
     assert before["a"]["y"] > 30 and before["a"]["where"] == charts.BEYOND and before["a"]["before"] == 63
+    layers = _layers(chart.to_dict())
+    assert any(enc.get("text", {}).get("field") == "before" for enc in layers)  # left triangles' real ranks
+    shapes = [enc["shape"] for enc in layers if "shape" in enc]
+    assert shapes and all(sh.get("legend", "default") is None for sh in shapes)  # no 2nd legend to overflow
+
+
+def _layers(spec: dict) -> list[dict]:
+    """Every layer's encoding, nested layers included."""
+    out = [spec.get("encoding", {})]
+    for layer in spec.get("layer", []):
+        out += _layers(layer)
+    return out
 
 
 def test_final_records_leave_qwen_blank_where_the_accept_model_decided_without_it() -> None:

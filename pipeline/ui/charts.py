@@ -112,12 +112,10 @@ def slope_chart(rows: Sequence[Shift], before: str, after: str, *, top: int = 15
     y = alt.Y("y:Q", scale=alt.Scale(reverse=True, domain=[-0.6, ymax + 0.5], nice=False), title="rank",
               axis=alt.Axis(values=ticks, grid=False, labelExpr=f"datum.value > {cap} ? '> {cap}' : datum.label"))
     # x: 0 = before, 1 = after; the room right of 1 holds the labels (less is needed on a wide chart).
-    x = alt.X("x:Q", scale=alt.Scale(domain=[-0.08, 1 + label_room]), axis=None)
+    x = alt.X("x:Q", scale=alt.Scale(domain=[-0.25 if slots[0] else -0.08, 1 + label_room]), axis=None)
     color = alt.Color("direction:N", scale=DIRECTION_SCALE, legend=alt.Legend(orient="bottom", title=None))
-    shape = alt.Shape("where:N", scale=alt.Scale(domain=[IN_RANGE, BEYOND], range=SHAPE_RANGE),
-                      legend=alt.Legend(orient="bottom", title=None, symbolFillColor=NEUTRAL, symbolStrokeColor=NEUTRAL,
-                                        labelExpr=f"datum.label == '{BEYOND}' ? 'rank > {cap} (not to scale)' "
-                                                  f": 'rank ≤ {cap}'") if capped else None)
+    # no shape legend: a second legend overflowed half-width columns; the "> cap" tick and the numbers say it
+    shape = alt.Shape("where:N", scale=alt.Scale(domain=[IN_RANGE, BEYOND], range=SHAPE_RANGE), legend=None)
     tooltip = ["record", "before", "after", "shift"]
     base = alt.Chart(df).encode(x=x, y=y, color=color, detail="id:N", tooltip=tooltip)
     lines = base.mark_line(strokeWidth=2) + base.mark_point(size=45, opacity=1, filled=True).encode(shape=shape)
@@ -127,6 +125,11 @@ def slope_chart(rows: Sequence[Shift], before: str, after: str, *, top: int = 15
     heads = alt.Chart(pd.DataFrame({"x": [0, 1], "y": [-0.3, -0.3], "text": [before, after]})).mark_text(
         fontWeight="bold", fontSize=11, color=NEUTRAL).encode(x=x, y=y, text="text:N")
     chart = lines + labels + heads
+    if slots[0]:  # the real "before" rank of each triangle on the left, which has no record label
+        left = df[(df["x"] == 0) & (df["where"] == BEYOND)]
+        chart += alt.Chart(left).mark_text(align="right", dx=-7, fontSize=10).encode(
+            x=x, y=y, text="before:Q", color=alt.Color("direction:N", scale=DIRECTION_SCALE, legend=None),
+            tooltip=tooltip)
     if capped:  # the break between the true ranks and the slots beyond the cap
         chart += alt.Chart(pd.DataFrame({"y": [cap + 0.5]})).mark_rule(strokeDash=[2, 3], color=NEUTRAL).encode(y=y)
     return chart.properties(height=max(240, int(20 * ymax)))
