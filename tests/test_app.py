@@ -143,6 +143,30 @@ def test_job_cancel_stops_at_the_next_check_and_errors_become_messages() -> None
     assert failed.wait(5) and failed.error == "the model is missing" and not failed.cancelled
 
 
+def test_a_session_bound_job_stops_once_its_page_has_been_gone_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.ui import jobs
+
+    alive = {"s1": True}
+    clock = [100.0]
+    monkeypatch.setattr(jobs, "session_alive", lambda sid: alive[sid])
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: clock[0])
+    job = Job("evaluation", lambda j: None, session_id="s1")
+    job.check()  # connected: nothing happens
+    alive["s1"] = False
+    job.check()  # gone just now: a reconnect may follow
+    clock[0] += jobs.ORPHAN_GRACE_S / 2
+    alive["s1"] = True
+    job.check()  # it came back: the grace starts again
+    alive["s1"] = False
+    job.check()
+    clock[0] += jobs.ORPHAN_GRACE_S
+    with pytest.raises(jobs.JobCancelled):
+        job.check()
+    assert job.cancel.is_set()
+    unbound = Job("run", lambda j: None)  # a run is not bound: its trace is cached for the next visit
+    unbound.check()
+
+
 # --- pages ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script", [APP, *PAGES], ids=lambda p: p.name)
 def test_page_loads(script: Path) -> None:

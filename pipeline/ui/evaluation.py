@@ -27,7 +27,7 @@ from pipeline.intervals import p_text
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent
 from pipeline.ui import charts
-from pipeline.ui.jobs import Job
+from pipeline.ui.jobs import Job, current_session
 
 SYSTEM_ORDER = ["bm25", "embedding", "D union", "F union", "D", "F"]
 SYSTEM_LABELS = {"bm25": "BM25 leg", "embedding": "embedding leg", "D union": "D union", "F union": "F union",
@@ -94,7 +94,8 @@ def start_eval(engine: Engine, chunks: list[LabelledChunk], settings: Settings) 
 
         return evaluate_set(engine, chunks, settings, progress)
 
-    return Job("evaluation", target).start()
+    # nobody can see an evaluation's result once its tab is closed: it stops instead of holding the CPU
+    return Job("evaluation", target, session_id=current_session()).start()
 
 
 @dataclass

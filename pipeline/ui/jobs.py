@@ -24,6 +24,23 @@ from pipeline.trace import ProgressEvent
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5  # how often the progress box redraws itself
+# A session-bound job stops once its page has been gone this long (a closed tab; a brief reconnect is not)
+ORPHAN_GRACE_S = 60.0
+
+
+def current_session() -> str | None:
+    """The id of the session running this script, if any (None in a bare process)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else None
+
+
+def session_alive(session_id: str) -> bool:
+    """Whether a browser is still connected to ``session_id`` (thread-safe in Streamlit's runtime)."""
+    from streamlit.runtime import Runtime
+
+    return not Runtime.exists() or Runtime.instance().is_active_session(session_id)
 
 
 class JobCancelled(Exception):
@@ -43,6 +60,8 @@ class Job:
     cancelled: bool = False
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
+    session_id: str | None = None  # set: the job stops at a check once that session's page is gone
+    _gone_since: float | None = None
     _events: dict[tuple[str, str | None], ProgressEvent] = field(default_factory=dict)  # latest per step
     _done: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -81,8 +100,18 @@ class Job:
         self.note = f"{event.label}: {event.note}" if event.note else event.label
 
     def check(self) -> None:
-        """Stop at a safe point if Cancel was pressed."""
+        """Stop at a safe point if Cancel was pressed, or if the page that started it was closed."""
         if self.cancel.is_set():
+            raise JobCancelled
+        if self.session_id is None:
+            return
+        if session_alive(self.session_id):
+            self._gone_since = None
+        elif self._gone_since is None:
+            self._gone_since = time.monotonic()
+        elif time.monotonic() - self._gone_since >= ORPHAN_GRACE_S:
+            log.info("job %s: its page was closed; stopping", self.label)
+            self.cancel.set()
             raise JobCancelled
 
     def finish(self, alternative: AltName) -> None:
