@@ -140,6 +140,11 @@ class Settings(BaseModel):
         """Rough seconds for one alternative's judgements on a cold verdict cache."""
         return SECONDS_PER_JUDGEMENT[self.validator_model] * self.validator_top_k if self.judges else 0.0
 
+    def rerank_count(self, union: int) -> int:
+        """How many of a union's ``union`` candidates F's reranker scores: the learned ranker reads features the
+        trace already has and scores them all; the model rerankers stop at rerank_top_n."""
+        return union if self.reranker == "learned" else min(self.rerank_top_n, union)
+
     def rerank_seconds(self) -> float:
         return SECONDS_PER_RERANK_DOC[self.reranker] * self.rerank_top_n if self.reranks else 0.0
 

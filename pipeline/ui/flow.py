@@ -87,7 +87,7 @@ def _ranking_node(a: AlternativeTrace, s: Settings) -> tuple[str, int | None, st
         return title, None, "off: union order", "—"
     n, text, t = _stage_text(r, f"{r.scored if r else 0} scored", s.rerank_seconds())
     if r is not None and r.status == "pending":
-        text = f"{r.count if s.reranker == 'learned' else min(s.rerank_top_n, r.count)} to score"
+        text = f"{s.rerank_count(r.count)} to score"
     return title, (r.scored if r is not None and n is not None else n), text, t
 
 
