@@ -153,7 +153,8 @@ class Validate:
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
             cancelled: Callable[[], bool] | None = None) -> ValidateResult:
         result = self._run(chunk, final, progress, cancelled)
-        cut = for_model(chunk.text)[1] if self.validator is not None else 0
+        # sanitizing never lengthens code but by its closing newline: a chunk under the bound is not lexed again
+        cut = for_model(chunk.text)[1] if self.validator is not None and len(chunk.text) >= MODEL_CODE_CHARS else 0
         return dataclasses.replace(result, code_cut=cut) if cut else result
 
     def _run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None,
