@@ -31,7 +31,7 @@ try:
         if up is not None:
             labelled = ev.parse_uploaded_set(up.getvalue(), up.name)
 except (OSError, ValueError) as exc:
-    st.error(f"Cannot use this labelled set: {str(exc).removeprefix('invalid labelled set:').strip()}")
+    st.error(ev.set_error(exc))
 
 request: tuple[int, bool, tuple[AltName, ...]] | None = None
 if labelled is not None and settings is not None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pipeline import intervals as spread
 from pipeline.config import FIXTURES
 from pipeline.engine import Engine
-from pipeline.errors import describe
+from pipeline.errors import NotUtf8, decode_line, describe
 from pipeline.intervals import Interval, Paired
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent, RecordRef, Trace
@@ -52,15 +52,22 @@ class LabelledChunk(BaseModel):
     split: Split | None = None  # None: a user's set without halves
 
 
+class LabelledSetError(ValueError):
+    """A labelled set with bad lines: ``lines`` names each (file:line: what is wrong); ``str`` has a heading."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("invalid labelled set:\n" + "\n".join(lines))
+        self.lines = lines
+
+
 def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledChunk]:
     """The labelled chunks of ``path``; only one half of the dev set when ``split`` is given."""
     out, errors = [], []
     for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
         try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:  # name the line, not the codec's byte offset in the whole file
-            errors.append(f"{path}:{n}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                          "save the file as UTF-8")
+            line = decode_line(raw)
+        except NotUtf8 as exc:
+            errors.append(f"{path}:{n}: {exc}")
             continue
         if not line.strip():
             continue
@@ -71,7 +78,7 @@ def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledC
         except ValidationError as exc:
             errors.append(f"{path}:{n}: {describe(exc)}")
     if errors:
-        raise ValueError("invalid labelled set:\n" + "\n".join(errors))
+        raise LabelledSetError(errors)
     if split is not None:
         out = [c for c in out if c.split == split]
         if not out:

@@ -149,6 +149,12 @@ class EvidenceRow(Row):
     verified: bool
 
 
+# How the accept model decided (ValidateRow.how): the panel says it in these words, the CLI after them p.
+WITHOUT_QWEN = "decided without Qwen"
+ASKED = "Qwen asked"
+UNAVAILABLE = "Qwen unavailable, decided on the free features"
+
+
 class ValidateRow(RecordRef):
     rank: int
     # deterministic evidence (always computed)
@@ -174,7 +180,10 @@ class ValidateRow(RecordRef):
     p_threshold: float | None = None
     contributions: list[Contribution] = Field(default_factory=list)  # to p's log-odds, largest first
     asked_qwen: bool | None = None  # False: decided without Qwen (it could not change the decision)
-    note: str = ""  # e.g. "decided without Qwen: p = 0.03"
+    how: str = ""  # "decided without Qwen", "Qwen asked", "Qwen unavailable, decided on the free features"
+    notes: list[str] = Field(default_factory=list)  # scope, a veto, Qwen's error: neither p nor the way again
+    listing: str = ""  # Qwen's evidence list asked after the decision: how that went; "" if not asked
+    note: str = ""  # all of the above in one line for the CLI, e.g. "decided without Qwen: p = 0.03"
     rule: str = ""  # accepted by a rule whatever its p (a Godot 3 rename, a class the code uses), in words
     # the decision
     in_scope: bool = True  # within the validator's top k
@@ -380,8 +389,9 @@ class KBInfo(BaseModel):
 class Trace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # part of every cached run's key (warm.run_key): raise it when what a trace holds or says changes (3: api names)
-    version: int = 3
+    # part of every cached run's key (warm.run_key): raise it when what a trace holds or says changes
+    # (3: api names; 4: the validator's decision in parts)
+    version: int = 4
     chunk: ChunkInfo
     kb: KBInfo
     settings: Settings

@@ -50,6 +50,7 @@ def test_qwen_is_asked_only_where_it_can_change_the_decision(engine: Engine) -> 
     for r in skipped:  # below the band: rejected on the free features alone, and the row says so
         assert r.p is not None and r.p < MODEL.ask_above and r.accepted is False
         assert r.note == f"decided without Qwen: p = {r.p:.2f}" and r.margin is None
+        assert (r.how, r.notes, r.listing) == ("decided without Qwen", [], "")
     # Qwen was asked once per asked record for this chunk and once for an empty chunk
     assert hub.lm.calls - before == 2 * len(asked)
     for r in asked:
@@ -57,7 +58,7 @@ def test_qwen_is_asked_only_where_it_can_change_the_decision(engine: Engine) -> 
         logit = math.log(r.p / (1 - r.p))
         # the contributions add up (with the bias) to p's log-odds exactly
         assert sum(c.contribution for c in r.contributions) + MODEL.full.base() == pytest.approx(logit, abs=1e-3)
-        assert r.accepted == (r.p >= 0.9 and bool(r.facts))
+        assert r.accepted == (r.p >= 0.9 and bool(r.facts)) and r.how == "Qwen asked"
     accepted = [it for it in alt.final if it.accepted]
     assert accepted and all(it.p is not None and it.p >= 0.9 and it.why for it in accepted)
     assert all(it.evidence for it in accepted)  # Qwen's evidence list, checked literally, for every accept
@@ -87,6 +88,7 @@ def test_a_model_without_qwen_features_decides_on_p_and_asks_qwen_only_for_evide
         assert r.accepted == (r.p >= 0.6 and bool(r.facts))
         if r.accepted:  # Qwen's evidence list (the scripted LM names fact 1), checked literally
             assert r.note.endswith("Qwen listed the evidence") and r.evidence and r.evidence[0].verified
+            assert r.listing == "Qwen listed the evidence" and r.listing not in r.notes
     assert any(r.accepted for r in v.judged_rows) and not all(r.accepted for r in v.judged_rows)
 
 

@@ -43,7 +43,9 @@ def test_non_utf8_and_huge_lines_are_reported_not_dropped_silently() -> None:
     result = load_bytes(data, "upload.jsonl")
     assert [r.id for r in result.records] == ["x"]
     assert [(i.line, i.reason.split(" ")[0]) for i in result.errors] == [(2, "not"), (3, "line")]
-    assert "upload.jsonl:2: not UTF-8" in str(result.errors[0])
+    # the same words as a labelled set's (tests/test_labelled_set.py): the byte and its column in the line
+    assert str(result.errors[0]).startswith(
+        "upload.jsonl:2: not UTF-8 text (byte 0xe9 at column 12); save the file as UTF-8")
 
 
 def test_empty_user_kb_is_a_clear_error(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import DEV_SET, load_set
+from pipeline.evaluate import DEV_SET, LabelledSetError, load_set
+from pipeline.ui.evaluation import parse_uploaded_set, set_error
 
 
 def test_each_bad_line_is_named_with_what_is_wrong(tmp_path: Path) -> None:
@@ -36,6 +37,18 @@ def test_a_latin1_line_is_named_not_a_codec_error(tmp_path: Path) -> None:
         load_set(path)
     assert str(info.value).splitlines()[1:] == [
         f"{path}:2: not UTF-8 text (byte 0xe9 at column {bad.index(0xe9) + 1}); save the file as UTF-8"]
+
+
+def test_an_uploaded_sets_errors_name_the_upload_line_by_line() -> None:
+    data = json.dumps({"id": "ok", "code": "pass"}).encode() + b"\n{oops\n" + b'{"id": "b"}\n'
+    with pytest.raises(LabelledSetError) as info:
+        parse_uploaded_set(data, "mine.jsonl")
+    assert info.value.lines == [
+        "mine.jsonl:2: invalid JSON: Expecting property name enclosed in double quotes at column 2",
+        "mine.jsonl:3: code: Field required"]
+    # the page shows each line on its own, and no heading the exception carries for the CLI
+    assert set_error(info.value) == ("Cannot use this labelled set:  \n" + "  \n".join(info.value.lines))
+    assert set_error(ValueError("mine.jsonl has no labelled chunk")).endswith("mine.jsonl has no labelled chunk")
 
 
 def test_the_dev_set_halves_split_it() -> None:

@@ -33,13 +33,13 @@ def _row(rank: int, **fields: Any) -> ValidateRow:
 
 # Decided without Qwen, accepted; Qwen then listed the evidence, read from the cache.
 LISTED_ROW = _row(1, p=0.87, p_threshold=0.76, asked_qwen=False, accepted=True, cached=True,
-                  note="decided without Qwen: p = 0.87; Qwen listed the evidence", contributions=CONTRIBUTIONS,
+                  how="decided without Qwen", listing="Qwen listed the evidence", contributions=CONTRIBUTIONS,
                   evidence=[EvidenceRow(text="clamp", field="code_blocks", verified=True)],
                   facts=[FactRow(n=1, text="clamp", field="code_blocks")])
 SKIPPED_ROW = _row(2, p=0.56, p_threshold=0.76, asked_qwen=False, accepted=False,
-                   note="decided without Qwen: p = 0.56", contributions=CONTRIBUTIONS)
+                   how="decided without Qwen", contributions=CONTRIBUTIONS)
 ASKED_ROW = _row(3, p=0.91, p_threshold=0.76, asked_qwen=True, accepted=True, verdict="yes", margin=1.5,
-                 threshold=0.9, note="", contributions=CONTRIBUTIONS)
+                 threshold=0.9, how="Qwen asked", contributions=CONTRIBUTIONS)
 
 
 def _calibrated(rows: list[ValidateRow]) -> ValidateTrace:
@@ -66,9 +66,12 @@ def test_record_lines_say_each_thing_once_and_truthfully() -> None:
     line = judging.decision_line(SKIPPED_ROW)
     assert line.count("decided without Qwen") == 1 and line.count("0.56") == 1
     rule = _row(4, p=0.4, p_threshold=0.76, asked_qwen=False, accepted=True,
-                rule="accepted by the class-use rule: the code uses Input (`Input.is_action_pressed`)",
-                note="accepted by the class-use rule: the code uses Input (`Input.is_action_pressed`) (p = 0.40)")
-    assert "class-use rule" in judging.decision_line(rule) and "(p = 0.40)" not in judging.decision_line(rule)
+                how="decided without Qwen", notes=["judged past the top 8: the code uses the class"],
+                rule="accepted by the class-use rule: the code uses Input (`Input.is_action_pressed`)")
+    assert judging.decision_line(rule) == (
+        "**p = 0.400** (threshold 0.76) · decided without Qwen · accepted by the class-use rule: the code uses "
+        "Input (`Input.is_action_pressed`) · judged past the top 8: the code uses the class")
+    assert "listed" not in judging.decision_line(LISTED_ROW)  # the verdict line says it
     verdict = judging.verdict_line(LISTED_ROW)
     assert "not run" not in verdict and "from cache" not in verdict
     assert "no verdict" in verdict and "evidence list by Qwen (cached)" in verdict

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pipeline.errors import describe
+from pipeline.errors import NotUtf8, decode_line, describe
 from pipeline.records import RECORD_ADAPTER, AnyRecord
 
 MAX_LINE_BYTES = 2_000_000  # a single record larger than this is refused, not parsed
@@ -52,9 +52,9 @@ def parse_lines(lines: Iterable[bytes], name: str, result: LoadResult, seen: dic
             )
             continue
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            result.issues.append(LoadIssue(name, lineno, f"not UTF-8 ({exc.reason} at byte {exc.start})"))
+            text = decode_line(raw)
+        except NotUtf8 as exc:
+            result.issues.append(LoadIssue(name, lineno, str(exc)))
             continue
         try:
             obj = json.loads(text)

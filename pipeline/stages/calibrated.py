@@ -25,9 +25,9 @@ from pipeline.evidence import Evidence, collect
 from pipeline.features import ChunkFacts, other_dimension
 from pipeline.kb.migrating import SOURCE as MIGRATING
 from pipeline.records import AnyRecord, ApiMapping
-from pipeline.stages.results import Check, ValidateResult
+from pipeline.stages.results import Check, ValidateResult, note_parts
 from pipeline.stages.scope import UsedClasses, used_class
-from pipeline.trace import ChunkInfo, Contribution, FinalItem
+from pipeline.trace import ASKED, UNAVAILABLE, WITHOUT_QWEN, ChunkInfo, Contribution, FinalItem
 
 if TYPE_CHECKING:
     from pipeline.models.validator import Judgement
@@ -117,19 +117,16 @@ class Calibrated:
                 None if dimension_veto(record, x0) else class_rule(record, ev, chunk.text, stage.classes))
             if rule:  # no Qwen verdict needed; Qwen still lists the evidence below
                 checks[n] = Check(item, ev, True, "not_run", True, p=p0, p_threshold=self.model.threshold,
-                                  contributions=_contributions(x0, parts), asked_qwen=False, rule=rule,
-                                  note="; ".join(filter(None, [f"{rule} (p = {p0:.2f})", within.notes[n]])))
+                                  contributions=_contributions(x0, parts), asked_qwen=False, how=WITHOUT_QWEN,
+                                  notes=note_parts(within.notes[n]), rule=rule)
             elif p0 < self.model.ask_above or stage.validator is None or not self.model.uses_llm:
-                why = (f"decided without Qwen: p = {p0:.2f}" if stage.validator is not None
-                       else f"Qwen unavailable: decided on the free features, p = {p0:.2f}")
-                why = "; ".join(filter(None, [why, within.notes[n]]))
                 final_p0 = stage.validator is None or not self.model.uses_llm  # else: below the band, rejected
                 accepted = final_p0 and p0 >= self.model.threshold and bool(ev.items)
-                veto = dimension_veto(record, x0)
-                if accepted and veto:
-                    accepted, why = False, f"{why}; {veto}"
-                checks[n] = Check(item, ev, True, "not_run", accepted, p=p0, p_threshold=self.model.threshold,
-                                  contributions=_contributions(x0, parts), asked_qwen=False, note=why)
+                veto = dimension_veto(record, x0) if accepted else None
+                checks[n] = Check(item, ev, True, "not_run", accepted and not veto, p=p0,
+                                  p_threshold=self.model.threshold, contributions=_contributions(x0, parts),
+                                  asked_qwen=False, how=WITHOUT_QWEN if stage.validator is not None else UNAVAILABLE,
+                                  notes=note_parts(within.notes[n], veto or ""))
             else:
                 pending.append(_Pending(n, item, record, ev, x0))
         self._ask(stage, chunk, pending, stats, progress, cancelled)
@@ -138,7 +135,7 @@ class Calibrated:
         self._evidence(stage, chunk, checks, progress)
         ordered = [checks[n] if n in checks else
                    Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
-                         "not_run", None, note=within.notes[n])
+                         "not_run", None, notes=note_parts(within.notes[n]))
                    for n, it in enumerate(final)]
         from pipeline.stages.validate import decided
 
@@ -183,7 +180,7 @@ class Calibrated:
             said = ("Qwen listed the evidence" if items
                     else "Qwen's evidence list came back empty, so the shared facts are shown")
             checks[n] = dataclasses.replace(c, judgement=Judgement("not_run", evidence=items), cached=cached,
-                                            note=f"{c.note}; {said}")
+                                            listing=said)
         if progress:
             progress(len(todo), len(todo), "")
 
@@ -194,7 +191,7 @@ class Calibrated:
         assert j is not None
         if j.margin is None or p.empty is None:  # timeout, error, cancelled: no probability
             return Check(p.item, p.ev, True, j.verdict, None if j.verdict == "cancelled" else False, j, p.cached,
-                         asked_qwen=True, note=j.message or f"Qwen: {j.verdict}")
+                         asked_qwen=True, how=ASKED, notes=(j.message or f"Qwen: {j.verdict}",))
         x = {**p.free, "margin": j.margin, "pmi_margin": j.margin - p.empty}
         prob, parts = self.model.full.p(x)
         accepted = prob >= self.model.threshold and bool(p.ev.items)
@@ -205,4 +202,4 @@ class Calibrated:
         note = ("" if accepted or prob < self.model.threshold
                 else veto or "p reaches the threshold, but no fact is shared")
         return Check(p.item, p.ev, True, j.verdict, accepted, j, p.cached, disagreement(j, p.ev), prob,
-                     self.model.threshold, _contributions(x, parts), True, note)
+                     self.model.threshold, _contributions(x, parts), True, ASKED, note_parts(note))

@@ -171,6 +171,11 @@ class RerankResult:
     bias: float | None = None  # the learned ranker's base score
 
 
+def note_parts(*notes: str) -> tuple[str, ...]:
+    """The non-empty notes, in order."""
+    return tuple(n for n in notes if n)
+
+
 @dataclass(frozen=True)
 class Check:
     """The validator's look at one candidate: deterministic evidence, the judge (if asked), the decision."""
@@ -187,7 +192,9 @@ class Check:
     p_threshold: float | None = None
     contributions: tuple[Contribution, ...] = ()
     asked_qwen: bool | None = None
-    note: str = ""
+    how: str = ""  # how the accept model decided: "decided without Qwen", "Qwen asked", …
+    notes: tuple[str, ...] = ()  # what else the decision rests on (scope, a veto, Qwen's error), one part each
+    listing: str = ""  # the outcome of asking Qwen for the evidence list after the decision; "" if not asked
     rule: str = ""  # the rule that accepted it whatever its p (rename or class use), in words
 
 

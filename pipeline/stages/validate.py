@@ -26,7 +26,7 @@ from pipeline.records import AnyRecord, record_line
 from pipeline.settings import POLICIES, AcceptPolicy
 from pipeline.stages import scope
 from pipeline.stages.calibrated import Calibrated
-from pipeline.stages.results import Check, ValidateResult
+from pipeline.stages.results import Check, ValidateResult, note_parts
 from pipeline.trace import ChunkInfo, EvidenceRow, FactRow, FinalItem, ValidateRow, ValidateTrace
 
 log = logging.getLogger(__name__)
@@ -170,13 +170,13 @@ class Validate:
             record = self.store.get(item.record_id)
             ev = collect(chunk.text, record, weight=self.weight)
             if not judged:  # past the top k (by position: equal items further down are not in scope)
-                checks.append(Check(item, ev, False, "not_run", None, note=note))
+                checks.append(Check(item, ev, False, "not_run", None, notes=note_parts(note)))
                 continue
             if progress:
                 progress(done, todo, item.source or item.record_id)
             done += 1
             c = self.check(chunk, item, record, ev, stats, cancelled)
-            checks.append(dataclasses.replace(c, note="; ".join(filter(None, [note, c.note]))))
+            checks.append(dataclasses.replace(c, notes=(*note_parts(note), *c.notes)))
         if progress and todo:
             progress(todo, todo, "")
         out = [decided(c) for c in checks]
@@ -305,4 +305,11 @@ def _row(c: Check) -> ValidateRow:
         only_in_code=ev.only_in_code, only_in_record=ev.only_in_record, conflicts=ev.conflicts,
         coverage=ev.coverage, cached=c.cached, in_scope=c.in_scope, verdict=c.verdict, accepted=c.accepted,
         disagreement=c.disagreement, p=c.p, p_threshold=c.p_threshold, contributions=list(c.contributions),
-        asked_qwen=c.asked_qwen, note=c.note, rule=c.rule, **judged)
+        asked_qwen=c.asked_qwen, how=c.how, notes=list(c.notes), listing=c.listing, note=note_text(c),
+        rule=c.rule, **judged)
+
+
+def note_text(c: Check) -> str:
+    """The decision in one line for the CLI and the JSON: the way and p first, then the rule, notes and listing."""
+    head = c.how + (f": p = {c.p:.2f}" if c.how and c.p is not None else "")
+    return "; ".join(filter(None, [head, c.rule, *c.notes, c.listing]))

@@ -20,6 +20,7 @@ from pipeline.evaluate import (
     RULE_TUNE_SET,
     EvalReport,
     LabelledChunk,
+    LabelledSetError,
     evaluate_set,
     load_set,
 )
@@ -79,11 +80,17 @@ def parse_uploaded_set(data: bytes, name: str) -> LabelledSet:
         path.write_bytes(data)
         try:
             chunks = load_set(path)
-        except ValueError as exc:
-            raise ValueError(str(exc).replace(str(path), name)) from None
+        except LabelledSetError as exc:
+            raise LabelledSetError([line.replace(str(path), name, 1) for line in exc.lines]) from None
     if not chunks:
         raise ValueError(f"{name} has no labelled chunk")
     return LabelledSet(name, chunks, hashlib.sha256(data).hexdigest())
+
+
+def set_error(exc: OSError | ValueError) -> str:
+    """What the page says when a labelled set cannot be used: each bad line on its own line."""
+    lines = exc.lines if isinstance(exc, LabelledSetError) else [str(exc)]
+    return "Cannot use this labelled set:  \n" + "  \n".join(lines)
 
 
 def start_eval(engine: Engine, chunks: list[LabelledChunk], settings: Settings) -> Job:

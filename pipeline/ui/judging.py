@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 import pandas as pd
@@ -10,7 +9,7 @@ import streamlit as st
 
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
-from pipeline.trace import Trace, ValidateRow, ValidateTrace
+from pipeline.trace import WITHOUT_QWEN, Trace, ValidateRow, ValidateTrace
 from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
@@ -122,30 +121,17 @@ def _evidence_marks(row: ValidateRow) -> list[Mark]:
     return marks
 
 
-# Note parts that repeat what the line already says: p (shown in bold), "decided without Qwen", the evidence list.
-_P_AGAIN = re.compile(r"(?::|,)? p = -?\d+(?:\.\d+)?|\s*\(p = -?\d+(?:\.\d+)?\)")
-LISTED = "Qwen listed the evidence"  # the note part the calibrated stage adds when it asked for the list
-_SAID = ("decided without Qwen", LISTED)
-
-
 def decision_line(r: ValidateRow) -> str:
-    """The accept model's line: p, its threshold, how it was decided, and what else the note says, once."""
-    how = "Qwen asked" if r.asked_qwen else "decided without Qwen"
-    notes = []
-    for part in r.note.split("; "):
-        part = _P_AGAIN.sub("", part).strip()
-        if part.startswith("Qwen unavailable"):
-            how = part
-        elif part and part not in _SAID:
-            notes.append(part)
+    """The accept model's line: p, its threshold, how it was decided, the rule and the notes, each once."""
+    how = r.how or ("Qwen asked" if r.asked_qwen else WITHOUT_QWEN)
     threshold = f" (threshold {r.p_threshold:.2f})" if r.p_threshold is not None else ""
     p = f"**p = {r.p:.3f}**{threshold} · " if r.p is not None else ""
-    return p + " · ".join([how, *notes])
+    return p + " · ".join(filter(None, [how, r.rule, *r.notes]))
 
 
 def _listed(r: ValidateRow) -> bool:
     """Qwen was asked for the evidence list only (the accept model decided without its verdict)."""
-    return r.asked_qwen is False and (LISTED in r.note.split("; ") or bool(r.evidence))
+    return r.asked_qwen is False and bool(r.listing or r.evidence)
 
 
 def verdict_line(r: ValidateRow) -> str:
