@@ -15,7 +15,7 @@ from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode",
-          "kb_encode", "renames"]
+          "kb_encode", "renames", "long_chunk"]
 
 
 def _load(name: str) -> dict | None:
@@ -130,6 +130,9 @@ def render() -> str:
     from bench.renames import section as renames_section
 
     lines += renames_section(_load("renames"))
+    from bench.long_chunk import section as long_chunk_section
+
+    lines += long_chunk_section(_load("long_chunk"))
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]

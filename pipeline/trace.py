@@ -413,7 +413,7 @@ class Trace(BaseModel):
 
 # --- progress ----------------------------------------------------------------------------------
 # Steps that are not pipeline stages: building the indexes a stage needs.
-ProgressStage = StageName | Literal["kb", "bm25 index", "embedding index", "evaluate"]
+ProgressStage = StageName | Literal["kb", "bm25 index", "embedding index", "evaluate", "functions"]
 
 
 @dataclass(frozen=True)

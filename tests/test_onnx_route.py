@@ -19,7 +19,7 @@ from pipeline.engine import Engine
 from pipeline.evaluate import load_set
 from pipeline.models import onnx_route
 from pipeline.models.embedder import SentenceTransformerEmbedder
-from pipeline.settings import TRAINED
+from pipeline.settings import TRAINED, Settings
 from pipeline.stages.dense import QUERY_CHARS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,3 +79,25 @@ def test_kb_documents_encode_on_the_export_in_input_order(engine: Engine) -> Non
     fast = emb.encode(texts)
     assert float(np.abs(fast - vectors.matrix[picks]).max()) < 1e-4
     assert float(np.abs(fast - emb._encode(texts, None, query=False)).max()) < 1e-4
+
+
+def test_d_and_f_encode_a_long_chunks_functions_once_and_say_how_far_they_are(engine: Engine, monkeypatch) -> None:
+    # A 2,450-line file took 11-24 s behind a spinner: D's MiniLM and F's query map each ran the transformer
+    # on every function, though they share it.
+    tag = os.urandom(4).hex()  # texts no earlier test encoded, so the shared cache starts empty for them
+    text = "".join(f"func f{n}_{tag}():\n\tvar hp_{n} = {n}\n\tprint(hp_{n})\n\tposition.x += {n}\n\n"
+                   for n in range(30))
+    encoded: list[str] = []
+    for setting in (None, TRAINED):
+        emb, _ = engine.dense(engine.resolve_embedder(setting)[0])
+        route = emb.query_route()
+        assert route is not None, "export missing"
+        run = route._run
+        monkeypatch.setattr(route, "_run", lambda texts, run=run: encoded.extend(texts) or run(texts))
+    events = []
+    prepared = engine.prepare(text, Settings(run_validator=False, reranker="none"), events.append)
+    pieces = [p.text[:QUERY_CHARS] for p, _ in prepared.pieces or []]
+    assert len(pieces) == 30 and sorted(encoded) == sorted(pieces)  # once each, for both alternatives
+    for alt in ("D", "F"):
+        done = [e.done for e in events if e.stage == "functions" and e.alternative == alt]
+        assert done == list(range(31)) and all(e.total == 30 for e in events if e.stage == "functions")

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
 from pipeline.engine import Engine, Prepared
 from pipeline.settings import AltName, Settings
-from pipeline.trace import ChunkInfo, Trace
+from pipeline.trace import ChunkInfo, ProgressEvent, Trace
 from pipeline.ui.inputs import RunRequest, parse_chunk
 from pipeline.ui.jobs import Job
 from pipeline.warm import TraceCache, run_key, user_run
@@ -118,6 +120,15 @@ def _model_job(engine: Engine, prepared: Prepared) -> Job:
     return Job(f"run {prepared.chunk.sha256[:8]}", target).start()
 
 
+def fast_progress(bar: Any) -> Callable[[ProgressEvent], None]:
+    """The fast phase's bar: a long chunk's functions are searched one by one, seconds in all."""
+    def show(ev: ProgressEvent) -> None:
+        if ev.stage == "functions" and ev.total:
+            bar.progress(ev.fraction, text=f"{ev.alternative}: searching the long chunk function by function, "
+                                           f"{ev.done} of {ev.total}")
+    return show
+
+
 def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunState | None:
     """Fast phase now (rendered at once), model phase in the background; cached runs are instant."""
     chunk = parse_chunk(request.data)
@@ -139,7 +150,9 @@ def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunSta
     else:
         try:
             with st.spinner("BM25, embedding, union and fusion…"):
-                prepared = engine.prepare(chunk, settings, prime=True)
+                bar = st.empty()
+                prepared = engine.prepare(chunk, settings, fast_progress(bar), prime=True)
+                bar.empty()
         except Exception as exc:
             log.exception("fast phase failed")
             st.error(f"The run failed: {exc}")
