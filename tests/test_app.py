@@ -244,6 +244,22 @@ def test_bad_chunk_is_a_message_not_a_traceback() -> None:
     assert any("empty" in e.value for e in at.error)
 
 
+def test_a_long_chunk_is_searched_function_by_function_behind_a_bar_that_goes_away() -> None:
+    at = _app(APP)
+    at.run()
+    _no_models(at)
+    at.radio(key="main_mode").set_value("Paste")
+    at.run()
+    at.text_area(key="main_text").set_value("".join(
+        f"func f{n}():\n\tvar hp = {n}\n\tprint(hp)\n\tposition.x += hp\n\n" for n in range(40)))
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
+    assert "best over 40 functions" in at.session_state["run"].fast.alternatives["D"].bm25.scorer
+    assert [h for h in (h.value for h in at.subheader) if h in PANELS] == PANELS
+    assert not any(getattr(e, "type", "") == "progress" for e in at.main)  # the bar is gone once the run is drawn
+
+
 def test_kb_page_reports_bad_lines_and_uses_good_ones() -> None:
     at = _app(KB_PAGE)
     at.run()
