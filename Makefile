@@ -37,7 +37,9 @@ kb: install
 
 # BM25 and the embedding vectors of every record (~10 min with MiniLM on 2 cores the first time;
 # cached by model files and KB content, resumable). Tests never compute them: `make test` does, first.
-index: kb
+# After `models`: the records are encoded on MiniLM's ONNX export, which `models prepare` writes; a plain
+# `make index` or `make train` on a fresh machine used to encode them with torch (1.4x slower, bench.kb_encode).
+index: kb models
 	$(TIMED) index $(PY) -m pipeline kb index
 
 # The models learned from the docs (code query encoder, learned ranker, accept model): once, cached by KB
