@@ -24,5 +24,6 @@ def decode_line(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise NotUtf8(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+        column = len(raw[: exc.start].decode("utf-8")) + 1  # what comes before the bad byte is valid text
+        raise NotUtf8(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {column}); "
                       "save the file as UTF-8") from None

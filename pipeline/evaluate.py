@@ -59,6 +59,9 @@ class LabelledSetError(ValueError):
         super().__init__("invalid labelled set:\n" + "\n".join(lines))
         self.lines = lines
 
+    def __reduce__(self) -> tuple[type, tuple[list[str]]]:  # a batch worker's error crosses a process boundary
+        return type(self), (self.lines,)
+
 
 def load_set(path: Path = DEV_SET, split: Split | None = None) -> list[LabelledChunk]:
     """The labelled chunks of ``path``; only one half of the dev set when ``split`` is given."""

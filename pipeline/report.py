@@ -202,7 +202,8 @@ def _evidence_frame(rows: list[ValidateRow]) -> pd.DataFrame:
                           "Qwen's evidence (✓ found in both texts)": "; ".join(
                               f"{'✓' if e.verified else '✗'} {e.text} [{e.field}]" for e in r.evidence),
                           "shared facts": "; ".join(f"{f.text} [{f.field}]" for f in r.facts),
-                          "conflicts": "; ".join(r.conflicts), "note": r.message} for r in rows])
+                          "conflicts": "; ".join(r.conflicts),
+                          "decision": r.note, "note": r.message} for r in rows])
 
 
 def part_validate(a: AlternativeTrace, c: _Charts) -> Markup:

@@ -153,6 +153,9 @@ class EvidenceRow(Row):
 WITHOUT_QWEN = "decided without Qwen"
 ASKED = "Qwen asked"
 UNAVAILABLE = "Qwen unavailable, decided on the free features"
+# What asking Qwen for the evidence list after the decision gave (ValidateRow.listing).
+LISTED = "Qwen listed the evidence"
+LIST_EMPTY = "Qwen's evidence list came back empty, so the shared facts are shown"
 
 
 class ValidateRow(RecordRef):
@@ -183,7 +186,7 @@ class ValidateRow(RecordRef):
     how: str = ""  # "decided without Qwen", "Qwen asked", "Qwen unavailable, decided on the free features"
     notes: list[str] = Field(default_factory=list)  # scope, a veto, Qwen's error: neither p nor the way again
     listing: str = ""  # Qwen's evidence list asked after the decision: how that went; "" if not asked
-    note: str = ""  # all of the above in one line for the CLI, e.g. "decided without Qwen: p = 0.03"
+    note: str = ""  # all of the above in one line (the JSON, the p chart's tooltip, the HTML report)
     rule: str = ""  # accepted by a rule whatever its p (a Godot 3 rename, a class the code uses), in words
     # the decision
     in_scope: bool = True  # within the validator's top k

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,16 @@ def test_a_latin1_line_is_named_not_a_codec_error(tmp_path: Path) -> None:
         load_set(path)
     assert str(info.value).splitlines()[1:] == [
         f"{path}:2: not UTF-8 text (byte 0xe9 at column {bad.index(0xe9) + 1}); save the file as UTF-8"]
+
+
+def test_the_column_of_a_bad_byte_counts_characters_and_the_error_survives_a_process_boundary(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes('{"id": "é", "code": "'.encode() + b"\xe9" + b'"}\n')  # é (2 bytes) before the bad byte
+    with pytest.raises(LabelledSetError) as info:
+        load_set(path)
+    assert info.value.lines == [f"{path}:1: not UTF-8 text (byte 0xe9 at column 22); save the file as UTF-8"]  # byte 23
+    again = pickle.loads(pickle.dumps(info.value))  # as from a batch worker
+    assert again.lines == info.value.lines and str(again) == str(info.value)
 
 
 def test_an_uploaded_sets_errors_name_the_upload_line_by_line() -> None:

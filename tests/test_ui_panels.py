@@ -9,15 +9,18 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pipeline.trace import (
+    LIST_EMPTY,
+    LISTED,
     Contribution,
     EvidenceRow,
     FactRow,
+    ProgressEvent,
     RerankRow,
     RerankTrace,
     ValidateRow,
     ValidateTrace,
 )
-from pipeline.ui import charts, judging, ranking
+from pipeline.ui import charts, judging, ranking, runs
 from pipeline.ui.charts import Shift
 from pipeline.ui.highlight import mark_line
 
@@ -33,7 +36,7 @@ def _row(rank: int, **fields: Any) -> ValidateRow:
 
 # Decided without Qwen, accepted; Qwen then listed the evidence, read from the cache.
 LISTED_ROW = _row(1, p=0.87, p_threshold=0.76, asked_qwen=False, accepted=True, cached=True,
-                  how="decided without Qwen", listing="Qwen listed the evidence", contributions=CONTRIBUTIONS,
+                  how="decided without Qwen", listing=LISTED, contributions=CONTRIBUTIONS,
                   evidence=[EvidenceRow(text="clamp", field="code_blocks", verified=True)],
                   facts=[FactRow(n=1, text="clamp", field="code_blocks")])
 SKIPPED_ROW = _row(2, p=0.56, p_threshold=0.76, asked_qwen=False, accepted=False,
@@ -77,6 +80,8 @@ def test_record_lines_say_each_thing_once_and_truthfully() -> None:
     assert "no verdict" in verdict and "evidence list by Qwen (cached)" in verdict
     assert "evidence list" in judging.evidence_heading(LISTED_ROW)
     assert judging.verdict_line(SKIPPED_ROW) == "Qwen: **not asked**"
+    failed = LISTED_ROW.model_copy(update={"evidence": [], "listing": LIST_EMPTY})  # the call failed or found nothing
+    assert judging.verdict_line(failed).endswith("came back empty, so the shared facts are shown")
     assert "yes" in judging.verdict_line(ASKED_ROW) and "threshold 0.9" in judging.verdict_line(ASKED_ROW)
 
 
@@ -191,3 +196,16 @@ def test_final_records_leave_qwen_blank_where_the_accept_model_decided_without_i
              FinalItem(record_id="docs:c", kind="docs_chunk", rank=30, score=0.1, verdict="not_run")]
     qwen = list(views.final_frame(items)["Qwen"])
     assert qwen[0] == "" and qwen[1] != "" and qwen[2] != ""  # decided without Qwen / asked / never judged
+
+
+def test_the_fast_phase_bar_counts_a_long_chunks_functions_and_nothing_else() -> None:
+    calls: list[tuple[float, str]] = []
+
+    class Bar:
+        def progress(self, value: float, text: str = "") -> None:
+            calls.append((value, text))
+
+    show = runs.fast_progress(Bar())
+    show(ProgressEvent("embedding index", 3, 10))  # loading the index has its own bars on the loading screen
+    show(ProgressEvent("functions", 42, 168, "F"))
+    assert calls == [(0.25, "F: searching the long chunk function by function, 42 of 168")]

@@ -27,7 +27,16 @@ from pipeline.kb.migrating import SOURCE as MIGRATING
 from pipeline.records import AnyRecord, ApiMapping
 from pipeline.stages.results import Check, ValidateResult, note_parts
 from pipeline.stages.scope import UsedClasses, used_class
-from pipeline.trace import ASKED, UNAVAILABLE, WITHOUT_QWEN, ChunkInfo, Contribution, FinalItem
+from pipeline.trace import (
+    ASKED,
+    LIST_EMPTY,
+    LISTED,
+    UNAVAILABLE,
+    WITHOUT_QWEN,
+    ChunkInfo,
+    Contribution,
+    FinalItem,
+)
 
 if TYPE_CHECKING:
     from pipeline.models.validator import Judgement
@@ -177,8 +186,7 @@ class Calibrated:
         for n, (items, cached) in zip(todo, stage.evidence_cached_many(chunk.text, pairs), strict=True):
             c = checks[n]
             # an empty list is a failed call or no item Qwen would vouch for: the shared facts stand in
-            said = ("Qwen listed the evidence" if items
-                    else "Qwen's evidence list came back empty, so the shared facts are shown")
+            said = LISTED if items else LIST_EMPTY
             checks[n] = dataclasses.replace(c, judgement=Judgement("not_run", evidence=items), cached=cached,
                                             listing=said)
         if progress:

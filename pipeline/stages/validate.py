@@ -310,6 +310,6 @@ def _row(c: Check) -> ValidateRow:
 
 
 def note_text(c: Check) -> str:
-    """The decision in one line for the CLI and the JSON: the way and p first, then the rule, notes and listing."""
+    """The decision in one line (the JSON, the HTML report): the way and p first, then the rule, notes, listing."""
     head = c.how + (f": p = {c.p:.2f}" if c.how and c.p is not None else "")
     return "; ".join(filter(None, [head, c.rule, *c.notes, c.listing]))

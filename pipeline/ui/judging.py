@@ -9,7 +9,7 @@ import streamlit as st
 
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
-from pipeline.trace import WITHOUT_QWEN, Trace, ValidateRow, ValidateTrace
+from pipeline.trace import LISTED, WITHOUT_QWEN, Trace, ValidateRow, ValidateTrace
 from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
@@ -138,7 +138,8 @@ def verdict_line(r: ValidateRow) -> str:
     if r.asked_qwen is False:
         if not _listed(r):
             return "Qwen: **not asked**"  # the p line above already says it was decided without Qwen
-        found = f"{len(r.evidence)} item(s)" if r.evidence else "no item"
+        found = f"{len(r.evidence)} item(s)" if r.evidence else (
+            "no item" if r.listing in ("", LISTED) else r.listing)  # e.g. a failed call: the facts stand in
         return (f"Qwen: **no verdict**; evidence list by Qwen"
                 f"{' (cached)' if r.cached else ''}: {found}")
     detail = ""

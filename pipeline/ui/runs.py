@@ -151,8 +151,10 @@ def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunSta
         try:
             with st.spinner("BM25, embedding, union and fusion…"):
                 bar = st.empty()
-                prepared = engine.prepare(chunk, settings, fast_progress(bar), prime=True)
-                bar.empty()
+                try:
+                    prepared = engine.prepare(chunk, settings, fast_progress(bar), prime=True)
+                finally:
+                    bar.empty()
         except Exception as exc:
             log.exception("fast phase failed")
             st.error(f"The run failed: {exc}")
