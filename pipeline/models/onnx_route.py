@@ -100,24 +100,33 @@ class OnnxQueryRoute:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        vec = self._pooled(texts)
+        vec = self._query(texts[0]) if len(texts) == 1 else self._pooled(texts)
         if self.dense is not None:
             vec = vec @ self.dense.T
         return (vec / np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)).astype(np.float32)
 
+    def _query(self, text: str) -> np.ndarray:
+        """One text (a chunk, or one function of a long chunk): D's MiniLM and F's query map share the
+        transformer, so the second of them reads the first one's pooled vector instead of encoding it again.
+        Only one-text calls are cached: a text's vector from a padded batch differs in its last bits, and
+        what the models learned from (the training's batches) must not change with what was asked before."""
+        hit = self.pooled_cache.get_many([text])[0]
+        if hit is None:
+            hit = self._run([text])
+            hit.setflags(write=False)  # the cache hands this row to other routes
+            self.pooled_cache.put_many([text], hit)
+        return hit
+
     def _pooled(self, texts: Sequence[str]) -> np.ndarray:
-        """Mean-pooled transformer output per text. D's MiniLM and F's query map share the transformer, so the
-        second of them reads the first one's pooled vectors from the cache instead of encoding the text again."""
-        found = dict(zip(texts, self.pooled_cache.get_many(texts), strict=True))
-        todo = sorted((t for t, v in found.items() if v is None), key=len, reverse=True)
+        if len(texts) <= SUB_BATCH:
+            return self._run(texts)
         # A batch pads to its longest text: sorted sub-batches of 8 ran 2.6x faster than one padded batch.
-        for s in range(0, len(todo), SUB_BATCH):
-            batch = todo[s : s + SUB_BATCH]
-            vecs = self._run(batch)
-            vecs.setflags(write=False)  # the cache hands these rows to other routes
-            found.update(zip(batch, vecs, strict=True))
-            self.pooled_cache.put_many(batch, vecs)
-        return np.vstack([found[t] for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vecs = np.vstack([self._run([texts[i] for i in order[s : s + SUB_BATCH]])
+                          for s in range(0, len(order), SUB_BATCH)])
+        out = np.empty_like(vecs)
+        out[order] = vecs
+        return out
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         enc = self.tokenizer.encode_batch(list(texts))
