@@ -119,12 +119,12 @@ class OnnxQueryRoute:
         transformer, so the second of them reads the first one's pooled vector instead of encoding it again.
         Only one-text calls are cached: a text's vector from a padded batch differs in its last bits, and
         what the models learned from (the training's batches) must not change with what was asked before."""
-        hit = self.pooled_cache.get_many([text])[0]
-        if hit is None:
-            hit = self._run([text])
-            hit.setflags(write=False)  # the cache hands this row to other routes
-            self.pooled_cache.put_many([text], hit)
-        return hit
+        row = self.pooled_cache.get_many([text])[0]
+        if row is None:
+            row = self._run([text])[0]
+            row.setflags(write=False)  # the cache hands this row to other routes
+            self.pooled_cache.put_many([text], [row])
+        return row[None, :]
 
     def _finish(self, vec: np.ndarray) -> np.ndarray:
         """Pooled vectors → the optional linear map → L2 normalisation."""
@@ -158,7 +158,7 @@ class PooledCache:
                     self._data.move_to_end(t)
             return out
 
-    def put_many(self, texts: Sequence[str], vecs: np.ndarray) -> None:
+    def put_many(self, texts: Sequence[str], vecs: Sequence[np.ndarray]) -> None:
         with self._lock:
             for t, v in zip(texts, vecs, strict=True):
                 self._data[t] = v
