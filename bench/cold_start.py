@@ -15,7 +15,7 @@ import argparse
 import json
 import statistics
 
-from bench.common import ROOT, run_child, save
+from bench.common import ROOT, run_child, save, spread_s
 
 POLICIES = ("calibrated", "qwen_and_evidence", "calibrated+classes")
 
@@ -61,9 +61,7 @@ def main(runs: int = 3) -> dict:
     summary = {}
     for policy, rows in samples.items():
         summary[policy] = {
-            mode: {"median_s": round(statistics.median(r[mode]["s"] for r in rows), 2),
-                   "min_s": round(min(r[mode]["s"] for r in rows), 2),
-                   "max_s": round(max(r[mode]["s"] for r in rows), 2),
+            mode: {**spread_s(r[mode]["s"] for r in rows),
                    "stages_ms": rows[0][mode]["stages"], "qwen_calls": rows[0][mode]["qwen_calls"],
                    "accepted": rows[0][mode]["accepted"]}
             for mode in ("fresh", "loaded")}

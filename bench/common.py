@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -66,6 +66,12 @@ def peak_rss_mib() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def spread_s(seconds: Iterable[float]) -> dict[str, float]:
+    """Median, min and max of wall times in seconds, rounded as the stored results keep them."""
+    xs = list(seconds)
+    return {"median_s": round(statistics.median(xs), 2), "min_s": round(min(xs), 2), "max_s": round(max(xs), 2)}
 
 
 def run_child(code: str, *args: str, env: dict[str, str] | None = None) -> dict:

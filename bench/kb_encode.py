@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from bench.common import save
+from bench.common import save, spread_s
 
 ROUTES = ("naive", "torch, sorted", "onnx, sorted")
 
@@ -53,8 +53,7 @@ def main(runs: int = 3, records: int = 384) -> dict:
     summary = {}
     for route in ROUTES:
         med = statistics.median(secs[route])
-        summary[route] = {"median_s": round(med, 2), "min_s": round(min(secs[route]), 2),
-                          "max_s": round(max(secs[route]), 2), "records_per_s": round(records / med, 1),
+        summary[route] = {**spread_s(secs[route]), "records_per_s": round(records / med, 1),
                           "kb_minutes": round(len(texts) / (records / med) / 60, 1),
                           "max_abs_diff": float(np.abs(vecs[route] - vecs["naive"]).max())}
     for route in ROUTES[1:]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from bench.common import run_child, save
+from bench.common import run_child, save, spread_s
 
 MODES = ("shared", "naive")
 
@@ -65,9 +65,7 @@ def main(runs: int = 3) -> dict:
             rows[mode].append(run_child(CHILD, mode, "1"))
     summary: dict[str, dict] = {}
     for mode, rs in rows.items():
-        fast = [r["fast_s"][0] for r in rs]
-        summary[mode] = {"median_s": round(statistics.median(fast), 2), "min_s": round(min(fast), 2),
-                         "max_s": round(max(fast), 2),
+        summary[mode] = {**spread_s(r["fast_s"][0] for r in rs),
                          "embedding_s": {a: round(statistics.median(r["embedding_s"][a] for r in rs), 2)
                                          for a in ("D", "F")}}
     first = rows["shared"][0]

@@ -149,7 +149,7 @@ class EvidenceRow(Row):
     verified: bool
 
 
-# How the accept model decided (ValidateRow.how): the panel says it in these words, the CLI after them p.
+# How the accept model decided (ValidateRow.how): the panel says it in these words, the row's note adds p.
 WITHOUT_QWEN = "decided without Qwen"
 ASKED = "Qwen asked"
 UNAVAILABLE = "Qwen unavailable, decided on the free features"

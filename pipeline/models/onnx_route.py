@@ -12,6 +12,7 @@ what the sentence-transformers modules do. KB documents are still encoded by sen
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -119,11 +120,11 @@ class OnnxQueryRoute:
         transformer, so the second of them reads the first one's pooled vector instead of encoding it again.
         Only one-text calls are cached: a text's vector from a padded batch differs in its last bits, and
         what the models learned from (the training's batches) must not change with what was asked before."""
-        row = self.pooled_cache.get_many([text])[0]
+        row = self.pooled_cache.get(text)
         if row is None:
             row = self._run([text])[0]
             row.setflags(write=False)  # the cache hands this row to other routes
-            self.pooled_cache.put_many([text], [row])
+            self.pooled_cache.put(text, row)
         return row[None, :]
 
     def _finish(self, vec: np.ndarray) -> np.ndarray:
@@ -150,19 +151,17 @@ class PooledCache:
         self.size, self._lock = size, threading.Lock()
         self._data: OrderedDict[str, np.ndarray] = OrderedDict()
 
-    def get_many(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+    def get(self, text: str) -> np.ndarray | None:
         with self._lock:
-            out = [self._data.get(t) for t in texts]
-            for t, v in zip(texts, out, strict=True):
-                if v is not None:
-                    self._data.move_to_end(t)
-            return out
+            row = self._data.get(text)
+            if row is not None:
+                self._data.move_to_end(text)
+            return row
 
-    def put_many(self, texts: Sequence[str], vecs: Sequence[np.ndarray]) -> None:
+    def put(self, text: str, row: np.ndarray) -> None:
         with self._lock:
-            for t, v in zip(texts, vecs, strict=True):
-                self._data[t] = v
-                self._data.move_to_end(t)
+            self._data[text] = row
+            self._data.move_to_end(text)
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
 
@@ -181,8 +180,6 @@ def pooled_cache(onnx_file: Path, tokenizer_file: Path, max_length: int) -> Pool
 def _tokenizer_hash(path: Path) -> str:
     """The tokenizer's identity without the truncation and padding it was saved with (the route sets both):
     a trained query map's copy of MiniLM's tokenizer differs from the original only there."""
-    import hashlib
-
     spec = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("truncation", "padding")}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
-from pipeline.trace import LISTED, WITHOUT_QWEN, Trace, ValidateRow, ValidateTrace
+from pipeline.trace import LISTED, Trace, ValidateRow, ValidateTrace
 from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
@@ -123,10 +123,9 @@ def _evidence_marks(row: ValidateRow) -> list[Mark]:
 
 def decision_line(r: ValidateRow) -> str:
     """The accept model's line: p, its threshold, how it was decided, the rule and the notes, each once."""
-    how = r.how or ("Qwen asked" if r.asked_qwen else WITHOUT_QWEN)
     threshold = f" (threshold {r.p_threshold:.2f})" if r.p_threshold is not None else ""
     p = f"**p = {r.p:.3f}**{threshold} · " if r.p is not None else ""
-    return p + " · ".join(filter(None, [how, r.rule, *r.notes]))
+    return p + " · ".join(filter(None, [r.how, r.rule, *r.notes]))
 
 
 def _listed(r: ValidateRow) -> bool:
