@@ -68,7 +68,10 @@ class Settings(BaseModel):
     # A chunk longer than long_lines is searched function by function, the hits merged ("whole": as one query).
     long_chunks: Literal["whole", "per_function"] = "per_function"
     long_lines: int = Field(60, ge=10, le=2000)
-    embedder: str | None = None  # sentence-transformers folder; None = MiniLM from its package
+    # D's embedding leg: the code query map trained here (MiniLM until it is), like F's. Chosen on the tune sets
+    # (2026-12-07: higher on the dev tune half, the rule tune set and a real-file tune set; bench/NOTES.md).
+    # None = MiniLM from its package; or a sentence-transformers folder.
+    embedder: str | None = TRAINED
     f_embedder: str | None = TRAINED  # F's code embedder: "trained" (default), a folder, or None = same as D's
     # F's reranker: "learned" (LightGBM over the trace's features, trained here), "bge" (a cross-encoder
     # folder through FlagEmbedding: a real bge-reranker or the one trained here), "qwen" (0.5B yes/no logits),

@@ -37,7 +37,7 @@ from pipeline.engine import Engine
 from pipeline.features import ChunkFacts
 from pipeline.models.qwen import YesNo
 from pipeline.models.validator import QwenValidator
-from pipeline.settings import Settings
+from pipeline.settings import TRAINED, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
@@ -361,11 +361,16 @@ class _YesQwen:
 
 
 def test_accepted_records_carry_their_evidence(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the top 3 only: labels that fit the code are judged past it too (tests/test_scope.py)
+    # D's embedder (the trained query map) is named by its folder and opened in the shared cache first: under the
+    # empty cache below, "trained" would fall back to MiniLM, and the session's engine would keep MiniLM without
+    # its ONNX route for every later test
+    folder = engine.resolve_embedder(TRAINED)[0]
+    engine.dense(folder)
+    s = Settings(alternatives=("D",), validator_top_k=3, label_fit=2.0, embedder=folder)
     monkeypatch.setenv("GDPOC_CACHE", str(tmp_path))  # the verdict cache is created here, not in the shared one
     monkeypatch.setattr(engine, "verdicts", None)
     monkeypatch.setattr(engine, "validator", lambda s: QwenValidator(_YesQwen(), "qwen-1.5b"))
-    # the top 3 only: labels that fit the code are judged past it too (tests/test_scope.py)
-    s = Settings(alternatives=("D",), validator_top_k=3, label_fit=2.0)
     chunk = split_source((FIX / "reference_chunk.gd").read_text(), "reference_chunk.gd")[0]
     line = process_chunk(engine, chunk, s)
     assert line.alternatives is not None

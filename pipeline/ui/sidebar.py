@@ -112,7 +112,9 @@ def _validator(default_on: bool) -> dict[str, Any]:
 
 def _embedders() -> dict[str, Any]:
     with st.expander("Embedders"):
-        d = st.text_input("D embedder folder", "", key="s_embedder", placeholder="all-MiniLM-L6-v2", **KEEP)
+        d = st.text_input("D embedder folder", TRAINED, key="s_embedder", placeholder="all-MiniLM-L6-v2", **KEEP,
+                          help=f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is "
+                               "trained); a sentence-transformers folder; empty: all-MiniLM-L6-v2 itself.")
         f = st.text_input("F embedder folder", TRAINED, key="s_f_embedder", placeholder="same as D", **KEEP,
                           help=f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is "
                                "trained); a sentence-transformers folder; empty: the same as D.")
