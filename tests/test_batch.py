@@ -361,12 +361,12 @@ class _YesQwen:
 
 
 def test_accepted_records_carry_their_evidence(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the top 3 only: labels that fit the code are judged past it too (tests/test_scope.py)
     # D's embedder (the trained query map) is named by its folder and opened in the shared cache first: under the
     # empty cache below, "trained" would fall back to MiniLM, and the session's engine would keep MiniLM without
     # its ONNX route for every later test
     folder = engine.resolve_embedder(TRAINED)[0]
     engine.dense(folder)
+    # the top 3 only: labels that fit the code are judged past it too (tests/test_scope.py)
     s = Settings(alternatives=("D",), validator_top_k=3, label_fit=2.0, embedder=folder)
     monkeypatch.setenv("GDPOC_CACHE", str(tmp_path))  # the verdict cache is created here, not in the shared one
     monkeypatch.setattr(engine, "verdicts", None)
