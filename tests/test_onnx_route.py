@@ -30,7 +30,7 @@ def _torch_route(emb: SentenceTransformerEmbedder, texts: list[str]) -> np.ndarr
     return emb._encode(texts, None, query=True)
 
 
-@pytest.mark.parametrize("setting", [None, TRAINED], ids=["D: MiniLM", "F: MiniLM + query map"])
+@pytest.mark.parametrize("setting", [None, TRAINED], ids=["MiniLM", "MiniLM + query map (D and F)"])
 def test_the_onnx_route_gives_sentence_transformers_vectors_and_rankings(engine: Engine, setting) -> None:
     path, notice = engine.resolve_embedder(setting)
     assert not notice, notice
@@ -81,7 +81,10 @@ def test_kb_documents_encode_on_the_export_in_input_order(engine: Engine) -> Non
     assert float(np.abs(fast - emb._encode(texts, None, query=False)).max()) < 1e-4
 
 
-def test_d_and_f_encode_a_long_chunks_functions_once_and_say_how_far_they_are(engine: Engine, monkeypatch) -> None:
+# D on the query map (the default, the same route as F's) and D on MiniLM (another route on the same transformer)
+@pytest.mark.parametrize("d_embedder", [TRAINED, None], ids=["D on the query map", "D on MiniLM"])
+def test_d_and_f_encode_a_long_chunks_functions_once_and_say_how_far_they_are(engine: Engine, monkeypatch,
+                                                                             d_embedder) -> None:
     # A 2,450-line file took 11-24 s behind a spinner: D's MiniLM and F's query map each ran the transformer
     # on every function, though they share it.
     tag = os.urandom(4).hex()  # texts no earlier test encoded, so the shared cache starts empty for them
@@ -95,7 +98,8 @@ def test_d_and_f_encode_a_long_chunks_functions_once_and_say_how_far_they_are(en
         run = route._run
         monkeypatch.setattr(route, "_run", lambda texts, run=run: encoded.extend(texts) or run(texts))
     events = []
-    prepared = engine.prepare(text, Settings(run_validator=False, reranker="none"), events.append)
+    prepared = engine.prepare(text, Settings(run_validator=False, reranker="none", embedder=d_embedder),
+                              events.append)
     pieces = [p.text[:QUERY_CHARS] for p, _ in prepared.pieces or []]
     assert len(pieces) == 30 and sorted(encoded) == sorted(pieces)  # once each, for both alternatives
     for alt in ("D", "F"):  # and both legs found something (a failing leg is caught and reported, not raised)

@@ -116,8 +116,8 @@ class OnnxQueryRoute:
         return out
 
     def _query(self, text: str) -> np.ndarray:
-        """One text (a chunk, or one function of a long chunk): D's MiniLM and F's query map share the
-        transformer, so the second of them reads the first one's pooled vector instead of encoding it again.
+        """One text (a chunk, or one function of a long chunk): every route on the same transformer (MiniLM,
+        the query map on it) shares the cache, so D's leg and F's leg encode a text once between them.
         Only one-text calls are cached: a text's vector from a padded batch differs in its last bits, and
         what the models learned from (the training's batches) must not change with what was asked before."""
         row = self.pooled_cache.get(text)
