@@ -41,6 +41,7 @@ from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.dimension import DimensionOrder
 from pipeline.stages.fusion import Fusion
 from pipeline.stages.legacy import LegacyFirst
+from pipeline.stages.pagevotes import PageVotes
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.renames import Renames
@@ -232,6 +233,10 @@ class Engine:
             fusion = Fusion(s.fusion, s.alpha, s.rrf_k)
             fused = fusion.run(u)
             ordered, raised = self._reorder(prepared, fused.items)
+            if pieces and s.page_votes:
+                voted = PageVotes().run(raised.items, fixed=set(ordered.moved))
+                raised = Ordered(voted.items, raised.moved + [m for m in voted.moved if m not in raised.moved],
+                                 "; ".join(filter(None, [raised.message, voted.message])))
             fused = dataclasses.replace(fused, items=raised.items)
             alt.fusion, ranked = fusion.trace(fused), fused.items
             self._note_moved(alt.fusion, ordered, raised)

@@ -94,6 +94,9 @@ class Settings(BaseModel):
     # chosen on the tune half).
     class_pages: bool = True
     class_pages_after: int = Field(2, ge=0, le=50)
+    # Last, for D on a chunk searched function by function, a page that several of its sections support moves up
+    # (pipeline/stages/pagevotes.py; chosen on the real-file tune set, where F did not gain).
+    page_votes: bool = True
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"
     validator_top_k: int = Field(8, ge=0, le=50)

@@ -1,4 +1,5 @@
-"""Test doubles that implement the model protocols (LogitLM, Reranker) and a hub that hands them out.
+"""Test doubles that implement the model protocols (LogitLM, Reranker) and a hub that hands them out, and
+ranked lists built by hand for the rules that re-order a ranking.
 
 They stand in for the Qwen GGUFs only; everything else (KB, BM25, MiniLM, evidence, stages) is real.
 """
@@ -14,6 +15,8 @@ from pipeline.models.hub import ModelHub
 from pipeline.models.learned import LearnedRanker
 from pipeline.models.validator import QwenValidator
 from pipeline.settings import Settings
+from pipeline.stages.results import RankedItem, UnionCandidate
+from pipeline.trace import RecordRef
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_KB = ROOT / "fixtures" / "user_kb" / "small.jsonl"
@@ -86,3 +89,15 @@ class FakeHub(ModelHub):
 
     def reranker(self, s: Settings, kb_hash: str) -> Reranker | LearnedRanker:
         return OverlapReranker() if s.reranker == "qwen" else super().reranker(s, kb_hash)
+
+
+def ranked_items(pages: list[str | None]) -> list[RankedItem]:
+    """A ranking of records r1, r2, … on these pages, in this order (None: a label, which has no page)."""
+    out = []
+    for n, page in enumerate(pages, start=1):
+        rid = f"r{n}"
+        ref = RecordRef(record_id=rid, kind="label_prototype" if page is None else "docs_chunk", source=rid,
+                        doc_path=page)
+        cand = UnionCandidate(rid, ref, [rid], "bm25", n, 1.0, None, None, n)
+        out.append(RankedItem(cand, n, 1.0 / n))
+    return out

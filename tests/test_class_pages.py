@@ -14,8 +14,7 @@ from pipeline.engine import Engine
 from pipeline.settings import Settings
 from pipeline.stages.classorder import ClassPagesUp
 from pipeline.stages.classuse import ClassUses
-from pipeline.stages.results import RankedItem, UnionCandidate
-from pipeline.trace import RecordRef
+from tests.fakes import ranked_items
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = Settings(run_validator=False)
@@ -108,19 +107,8 @@ def test_comments_strings_and_other_languages_name_nothing(engine: Engine, uses:
     assert engine.class_uses(prepared).hits == []
 
 
-def _items(pages: list[str | None]) -> list[RankedItem]:
-    out = []
-    for n, page in enumerate(pages, start=1):
-        rid = f"r{n}"
-        ref = RecordRef(record_id=rid, kind="label_prototype" if page is None else "docs_chunk", source=rid,
-                        doc_path=page)
-        cand = UnionCandidate(rid, ref, [rid], "bm25", n, 1.0, None, None, n)
-        out.append(RankedItem(cand, n, 1.0 / n))
-    return out
-
-
 def test_class_pages_follow_the_top_pages_in_their_own_order() -> None:
-    items = _items([None, "t/a.rst", "t/a.rst", "t/b.rst", "t/c.rst", "classes/x.rst", "t/d.rst", "classes/y.rst",
+    items = ranked_items([None, "t/a.rst", "t/a.rst", "t/b.rst", "t/c.rst", "classes/x.rst", "t/d.rst", "classes/y.rst",
                     "classes/x.rst"])
     out = ClassPagesUp(2).run(items, {"classes/x.rst", "classes/y.rst", "classes/z.rst"})
     # the label and both pages above stay; x's best record, then y's, follow; the rest keeps its order
