@@ -269,7 +269,7 @@ class FusionTrace(StageTrace[FusionRow]):
     embedding_norm: NormStats | None = None
     bm25_floor: float | None = None  # min-max: a weak best BM25 score is not stretched to 1
     moved_down: list[str] = Field(default_factory=list)  # other-dimension docs sections (stages/dimension.py)
-    moved_up: list[str] = Field(default_factory=list)  # class pages the code uses, Godot 3 renames (classorder, legacy)
+    moved_up: list[str] = Field(default_factory=list)  # class pages the code uses, Godot 3 renames, page votes
 
 
 class RerankTrace(StageTrace[RerankRow]):
@@ -279,7 +279,7 @@ class RerankTrace(StageTrace[RerankRow]):
     scored: int = 0  # candidates the reranker actually scored
     bias: float | None = None  # the learned ranker's score before any feature (the contributions add to it)
     moved_down: list[str] = Field(default_factory=list)  # other-dimension docs sections (stages/dimension.py)
-    moved_up: list[str] = Field(default_factory=list)  # class pages the code uses, Godot 3 renames (classorder, legacy)
+    moved_up: list[str] = Field(default_factory=list)  # class pages the code uses, Godot 3 renames, page votes
 
 
 class ValidateTrace(StageTrace[ValidateRow]):
