@@ -41,7 +41,7 @@ from pipeline.stages.dense import DenseRetriever, trace_embedding
 from pipeline.stages.dimension import DimensionOrder
 from pipeline.stages.fusion import Fusion
 from pipeline.stages.legacy import LegacyFirst
-from pipeline.stages.pagevotes import PageVotes
+from pipeline.stages.pagevotes import VOTE_K, PageVotes
 from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.renames import Renames
@@ -232,11 +232,7 @@ class Engine:
         if name == "D":
             fusion = Fusion(s.fusion, s.alpha, s.rrf_k)
             fused = fusion.run(u)
-            ordered, raised = self._reorder(prepared, fused.items)
-            if pieces and s.page_votes:
-                voted = PageVotes().run(raised.items, fixed=set(ordered.moved))
-                raised = Ordered(voted.items, raised.moved + [m for m in voted.moved if m not in raised.moved],
-                                 "; ".join(filter(None, [raised.message, voted.message])))
+            ordered, raised = self._reorder(prepared, fused.items, name)
             fused = dataclasses.replace(fused, items=raised.items)
             alt.fusion, ranked = fusion.trace(fused), fused.items
             self._note_moved(alt.fusion, ordered, raised)
@@ -328,7 +324,7 @@ class Engine:
                 raise Cancelled
             stage.reranker = self.reranker(s)
             result = stage.run(prepared.chunk, union, tick, self.facts(prepared))
-            ordered, raised = self._reorder(prepared, result.items)
+            ordered, raised = self._reorder(prepared, result.items, alt.name)
             result = dataclasses.replace(result, items=raised.items)
         except ModelError as exc:  # the reranker is missing: keep F usable on the union order and say so
             result = stage.union_order(union, "error", f"reranker unavailable, union order kept: {exc}")
@@ -338,11 +334,12 @@ class Engine:
         self._note_moved(alt.rerank, ordered, raised)
         alt.final = final_items(result.items, s.final_k, self._fitting_label(prepared))
 
-    def _reorder(self, prepared: Prepared, items: Sequence[RankedItem]) -> tuple[Ordered, Ordered]:
+    def _reorder(self, prepared: Prepared, items: Sequence[RankedItem], name: AltName) -> tuple[Ordered, Ordered]:
         """After fusion or the reranker, each if turned on: the other dimension's docs sections below the rest
         (pipeline/stages/dimension.py), the class pages of the classes the code uses after its top pages
-        (stages/classorder.py), then, for Godot 3 code, the renames it uses first (stages/legacy.py).
-        Returns (moved down, moved up), the second with both rules' moves."""
+        (stages/classorder.py), for Godot 3 code the renames it uses first (stages/legacy.py), then on a long
+        file the pages that several sections support (stages/pagevotes.py). Returns (moved down, moved up),
+        the second with every upward rule's moves."""
         s, facts = prepared.settings, self.facts(prepared)
         ordered = DimensionOrder(self.features).run(items, facts) if s.dimension_order else Ordered(list(items), [])
         classes = Ordered(ordered.items, [])
@@ -353,6 +350,10 @@ class Engine:
                   else Ordered(classes.items, []))
         up = Ordered(raised.items, classes.moved + [m for m in raised.moved if m not in classes.moved],
                      "; ".join(filter(None, [classes.message, raised.message])))
+        if s.page_votes and self._pieces(prepared):
+            voted = PageVotes(k=VOTE_K[name]).run(up.items, fixed=set(ordered.moved))
+            up = Ordered(voted.items, up.moved + [m for m in voted.moved if m not in up.moved],
+                         "; ".join(filter(None, [up.message, voted.message])))
         return ordered, up
 
     def rules(self, prepared: Prepared) -> RuleResult | None:

@@ -94,8 +94,8 @@ class Settings(BaseModel):
     # chosen on the tune half).
     class_pages: bool = True
     class_pages_after: int = Field(2, ge=0, le=50)
-    # Last, for D on a chunk searched function by function, a page that several of its sections support moves up
-    # (pipeline/stages/pagevotes.py; chosen on the real-file tune set, where F did not gain).
+    # Last, on a chunk searched function by function, a page that several of its sections support moves up
+    # (pipeline/stages/pagevotes.py; chosen on the real-file tune set).
     page_votes: bool = True
     run_validator: bool = True
     validator_model: ValidatorModel = "qwen-1.5b"

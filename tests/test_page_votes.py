@@ -1,7 +1,7 @@
-"""D on a long file: the pages that several of their sections support move up (stages/pagevotes.py).
+"""On a long file, the pages that several of their sections support move up (stages/pagevotes.py).
 
-The rule only re-orders what D's fusion ranked; the engine test runs a real 63-line script through
-the real KB, BM25 and the query map.
+The rule only re-orders what D's fusion or F's ranker ranked; the engine test runs a real 63-line
+script through the real KB, BM25, the query map and the learned ranker.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from pipeline.engine import Engine
 from pipeline.evaluate import system_rankings
 from pipeline.settings import Settings
-from pipeline.stages.pagevotes import PageVotes
+from pipeline.stages.pagevotes import VOTE_K, PageVotes
 from tests.fakes import ranked_items
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,11 +65,15 @@ def test_d_ranks_the_platformer_page_first_on_a_long_platformer_script(engine: E
         [r.record_id for r in off.alternatives["D"].fusion.rows if r.record_id in down]
     assert [r.rank for r in fusion.rows if r.record_id in down] == \
         [r.rank for r in off.alternatives["D"].fusion.rows if r.record_id in down]
-    # F is not changed: its learned ranker did not gain from the votes on the tune set
-    assert system_rankings(on)["F"] == system_rankings(off)["F"]
+    # F votes too, with its own k (1: its learned order holds unless a page's sections agree)
+    rerank = on.alternatives["F"].rerank
+    assert VOTE_K["F"] < VOTE_K["D"] and "long file:" in rerank.message
+    f_on, f_off = system_rankings(on)["F"], system_rankings(off)["F"]
+    assert f_on[:2] == f_off[:2] and f_on != f_off
 
 
 def test_a_short_chunk_is_not_voted_on(engine: Engine) -> None:
     code = "\n".join(PLAYER.read_text().splitlines()[:40]) + "\n"
     trace = engine.run(code, Settings(run_validator=False))
     assert "long file:" not in trace.alternatives["D"].fusion.message
+    assert "long file:" not in trace.alternatives["F"].rerank.message

@@ -1,11 +1,13 @@
-"""D on a long file: a page that several of its sections support moves up.
+"""On a long file: a page that several of its sections support moves up.
 
 A long file is searched function by function (stages/parts.py). The page that teaches the file
 tends to hold several well-ranked sections, while a generic page matches one function well. So
 each page's best record takes the page's score, the sum of 1/(k + rank) over the page's best
 ``top`` records, and every other record keeps its own 1/(k + rank). Records without a page
-(labels, API mappings) count alone. k and top were chosen on the real-file tune set; F's learned
-ranker did not gain from it (bench/NOTES.md, "Pages that several sections support").
+(labels, API mappings) count alone. k and top were chosen on the real-file tune set and checked on
+the long docs scripts of `pipeline eval --long`: D's fusion gains most with k = 10, F's learned
+ranker only with k = 1, which keeps its order unless a page's sections agree (bench/NOTES.md,
+"Pages that several sections support").
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.stages.results import Ordered, RankedItem
+
+VOTE_K = {"D": 10, "F": 1}  # per design, chosen on the real-file tune set
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ def long_files(engine: Engine, min_lines: int = 60) -> list[tuple[str, str, set[
 def evaluate_long(engine: Engine, settings: Settings | None = None) -> dict[str, dict[str, float]]:
     """D and F on long files, searched whole or function by function (the records holding the code hidden)."""
     from pipeline.chunk import prepare_chunk
-    from pipeline.stages.pagevotes import PageVotes
+    from pipeline.stages.pagevotes import VOTE_K, PageVotes
     from pipeline.stages.parts import merge_bm25, merge_embedding, parts
     from pipeline.stages.results import EmbeddingResult
 
@@ -122,13 +122,17 @@ def evaluate_long(engine: Engine, settings: Settings | None = None) -> dict[str,
             fused = Fusion(s.fusion, s.alpha, s.rrf_k).run(union)
             runs.setdefault(f"D, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in fused.items])
             if pieces:  # what D runs on a long file: the pages several sections support move up
-                voted = PageVotes().run(fused.items).items
+                voted = PageVotes(k=VOTE_K["D"]).run(fused.items).items
                 runs.setdefault("D, per_function, page votes", {})[fid] = _pages(
                     [it.candidate.ref.doc_path for it in voted])
             ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features,
                             Prior(s.f_prior_weight, s.alpha, s.rrf_k)).run(
                 chunk, union, facts=engine.features.chunk_facts(chunk.text, [t for leg in legs for t in leg[2]]))
             runs.setdefault(f"F, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
+            if pieces:
+                voted = PageVotes(k=VOTE_K["F"]).run(ranked.items).items
+                runs.setdefault("F, per_function, page votes", {})[fid] = _pages(
+                    [it.candidate.ref.doc_path for it in voted])
     overall, _ = _ranx({fid: rel for fid, _, _, rel in files}, runs)
     out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
     out["_queries"] = {"n": float(len(files))}
