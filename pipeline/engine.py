@@ -348,12 +348,9 @@ class Engine:
             classes = ClassPagesUp(s.class_pages_after).run(ordered.items, pages)
         raised = (LegacyFirst().run(classes.items, self.renames(prepared)) if s.legacy_first
                   else Ordered(classes.items, []))
-        up = Ordered(raised.items, classes.moved + [m for m in raised.moved if m not in classes.moved],
-                     "; ".join(filter(None, [classes.message, raised.message])))
+        up = classes.then(raised)
         if s.page_votes and self._pieces(prepared):
-            voted = PageVotes(k=VOTE_K[name]).run(up.items, fixed=set(ordered.moved))
-            up = Ordered(voted.items, up.moved + [m for m in voted.moved if m not in up.moved],
-                         "; ".join(filter(None, [up.message, voted.message])))
+            up = up.then(PageVotes(k=VOTE_K[name], shown=s.final_k).run(up.items, fixed=set(ordered.moved)))
         return ordered, up
 
     def rules(self, prepared: Prepared) -> RuleResult | None:

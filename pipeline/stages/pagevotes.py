@@ -27,24 +27,22 @@ VOTE_K = {"D": 10, "F": 1}  # per design, chosen on the real-file tune set
 class PageVotes:
     k: int = 10
     top: int = 3
-    shown: int = 20  # a lift is reported when it lands here (the final list's length)
+    shown: int = 20  # a lift is reported when it lands here (the engine passes the final list's length)
 
     def run(self, items: Sequence[RankedItem], fixed: Collection[str] = ()) -> Ordered:
         """``items`` re-ordered by page votes. Records in ``fixed`` (the other dimension's, which an earlier rule
         moved down) keep their places and do not vote."""
         slots = [n for n, it in enumerate(items) if it.candidate.record_id not in fixed]
         free = [items[n] for n in slots]
+        groups = [self._group(it) for it in free]
         votes: dict[str, list[float]] = defaultdict(list)
-        for n, it in enumerate(free, start=1):
-            votes[self._group(it)].append(1.0 / (self.k + n))
         heads: set[int] = set()  # each page's best record, which takes the page's score
-        seen: set[str] = set()
-        for n, it in enumerate(free):
-            if (group := self._group(it)) not in seen:
-                seen.add(group)
+        for n, group in enumerate(groups):
+            if group not in votes:
                 heads.add(n)
-        scores = [sum(votes[self._group(it)][: self.top]) if n in heads else 1.0 / (self.k + n + 1)
-                  for n, it in enumerate(free)]
+            votes[group].append(1.0 / (self.k + n + 1))
+        scores = [sum(votes[g][: self.top]) if n in heads else 1.0 / (self.k + n + 1)
+                  for n, g in enumerate(groups)]
         order = sorted(range(len(free)), key=lambda i: (-scores[i], i))
         if order == list(range(len(free))):
             return Ordered(list(items), [])
@@ -54,7 +52,7 @@ class PageVotes:
         ranked = [dataclasses.replace(it, rank=n) for n, it in enumerate(out, start=1)]
         # what the rule lifted into the shown list: the best record of a page with several records
         lifted = sorted(i for new, i in enumerate(order) if new < i and new < self.shown and i in heads
-                        and len(votes[self._group(free[i])]) > 1)
+                        and len(votes[groups[i]]) > 1)
         names = [Path(free[i].candidate.ref.doc_path or "").stem for i in lifted]
         listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         what = "page" if len(names) == 1 else "pages"

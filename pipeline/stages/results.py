@@ -110,7 +110,8 @@ class RankedItem:
 
 @dataclass(frozen=True)
 class Ordered:
-    """A ranking that a rule re-ordered after fusion or the reranker (stages/dimension.py, classorder.py, legacy.py)."""
+    """A ranking that a rule re-ordered after fusion or the reranker (stages/dimension.py, classorder.py, legacy.py,
+    pagevotes.py)."""
 
     items: list[RankedItem]  # the same items, re-ranked 1..n
     moved: list[str]  # record ids the rule moved, in their old order
@@ -129,6 +130,11 @@ class Ordered:
         where = "to the top" if to_top else "below the rest"
         return cls(ranked, [it.candidate.record_id for it in moved],
                    f"{len(moved)} {what[len(moved) > 1]} moved {where}" if moved else "")
+
+    def then(self, later: Ordered) -> Ordered:
+        """``later`` (a rule run on this one's items) with both rules' moves and messages."""
+        return Ordered(later.items, self.moved + [m for m in later.moved if m not in self.moved],
+                       "; ".join(filter(None, [self.message, later.message])))
 
 
 @dataclass(frozen=True)

@@ -110,14 +110,16 @@ def _validator(default_on: bool) -> dict[str, Any]:
             "margin_threshold": threshold if custom else None, "timeout_s": timeout_s}
 
 
+_EMBEDDER_HELP = (f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is trained); "
+                  "a sentence-transformers folder; empty: ")
+
+
 def _embedders() -> dict[str, Any]:
     with st.expander("Embedders"):
         d = st.text_input("D embedder folder", TRAINED, key="s_embedder", placeholder="all-MiniLM-L6-v2", **KEEP,
-                          help=f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is "
-                               "trained); a sentence-transformers folder; empty: all-MiniLM-L6-v2 itself.")
+                          help=_EMBEDDER_HELP + "all-MiniLM-L6-v2 itself.")
         f = st.text_input("F embedder folder", TRAINED, key="s_f_embedder", placeholder="same as D", **KEEP,
-                          help=f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is "
-                               "trained); a sentence-transformers folder; empty: the same as D.")
+                          help=_EMBEDDER_HELP + "the same as D.")
     return {"embedder": d.strip() or None, "f_embedder": f.strip() or None}
 
 
