@@ -120,19 +120,15 @@ def evaluate_long(engine: Engine, settings: Settings | None = None) -> dict[str,
             e: EmbeddingResult = merge_embedding([leg[1] for leg in legs], s.f_dense_k)
             union = Union().run(b, e)
             fused = Fusion(s.fusion, s.alpha, s.rrf_k).run(union)
-            runs.setdefault(f"D, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in fused.items])
-            if pieces:  # what D runs on a long file: the pages several sections support move up
-                voted = PageVotes(k=VOTE_K["D"]).run(fused.items).items
-                runs.setdefault("D, per_function, page votes", {})[fid] = _pages(
-                    [it.candidate.ref.doc_path for it in voted])
             ranked = Rerank(engine.store, ranker, s.rerank_top_n, engine.features,
                             Prior(s.f_prior_weight, s.alpha, s.rrf_k)).run(
                 chunk, union, facts=engine.features.chunk_facts(chunk.text, [t for leg in legs for t in leg[2]]))
-            runs.setdefault(f"F, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in ranked.items])
-            if pieces:
-                voted = PageVotes(k=VOTE_K["F"]).run(ranked.items).items
-                runs.setdefault("F, per_function, page votes", {})[fid] = _pages(
-                    [it.candidate.ref.doc_path for it in voted])
+            for alt, items in (("D", fused.items), ("F", ranked.items)):
+                runs.setdefault(f"{alt}, {mode}", {})[fid] = _pages([it.candidate.ref.doc_path for it in items])
+                if pieces:  # what each design runs on a long file: the pages several sections support move up
+                    voted = PageVotes(k=VOTE_K[alt]).run(items).items
+                    runs.setdefault(f"{alt}, per_function, page votes", {})[fid] = _pages(
+                        [it.candidate.ref.doc_path for it in voted])
     overall, _ = _ranx({fid: rel for fid, _, _, rel in files}, runs)
     out = {k: {m: v[m] for m in METRICS} for k, v in overall.items()}
     out["_queries"] = {"n": float(len(files))}
