@@ -518,3 +518,21 @@ def test_evaluation_page_offers_each_shipped_set(key: str, caption: str) -> None
     at.run()
     assert not at.exception, _problems(at)
     assert any(caption in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_evaluation_page_evaluates_one_half_of_the_dev_set() -> None:
+    at = _app(REPO / "pages" / "2_Evaluation.py")
+    at.run()
+    assert at.radio(key="eval_half").options == ["whole set", "tune half (where constants were chosen)",
+                                                 "test half (where figures are claimed)"]
+    at.slider(key="eval_n").set_value(30)
+    at.run()
+    at.radio(key="eval_half").set_value("test")
+    at.run()
+    assert not at.exception, _problems(at)
+    assert any("dev set (dev.jsonl), test half: 17 chunks. Rough time for 17 chunk(s)" in c.value
+               for c in at.caption), [c.value for c in at.caption]
+    at.radio(key="eval_source").set_value("blind")  # not split: no choice of half
+    at.run()
+    assert not at.exception, _problems(at)
+    assert not [r for r in at.radio if r.key == "eval_half"]

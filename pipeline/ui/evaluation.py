@@ -67,6 +67,24 @@ def builtin_set(key: str) -> LabelledSet:
                        hashlib.sha256(data).hexdigest())
 
 
+HALVES = {"all": "whole set", "tune": "tune half (where constants were chosen)",
+          "test": "test half (where figures are claimed)"}
+
+
+def halves(labelled: LabelledSet) -> list[str]:
+    """"all", then each half the set's chunks name: only the dev sets are split."""
+    present = {c.split for c in labelled.chunks}
+    return ["all", *[h for h in ("tune", "test") if h in present]]
+
+
+def half(labelled: LabelledSet, which: str) -> LabelledSet:
+    """The chunks of one half (``which`` from ``halves``); its own digest, so each half caches its report."""
+    if which == "all":
+        return labelled
+    return LabelledSet(f"{labelled.name}, {which} half", [c for c in labelled.chunks if c.split == which],
+                       f"{labelled.digest}:{which}")
+
+
 def set_choice(key: str) -> str:
     """The picker's words for a built-in set key, or for "upload"."""
     shipped = BUILTIN_SETS.get(key)
