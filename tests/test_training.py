@@ -125,3 +125,20 @@ def test_an_unfinished_training_folder_is_not_a_model(engine: Engine, tmp_path: 
     assert defaults.ready("ranker", engine.store.content_hash) is None
     with pytest.raises(ModelError, match="not trained yet"):
         engine.reranker(Settings())
+
+
+def test_a_ranker_trained_on_other_features_is_not_found_cached(engine: Engine, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranker's folder is named by its feature names, not just their version: a ranker of other features
+    (a probe that reused a version number) would never load, and `models train` must not call it cached."""
+    from pipeline.features import NAMES
+    from pipeline.train.ltr import RankerRecipe
+    from pipeline.train.recipe import artifact_dir
+
+    monkeypatch.setenv("GDPOC_CACHE", str(tmp_path))
+    kb = engine.store.content_hash
+    shipped = defaults.recipes().ranker
+    assert shipped.feature_names == tuple(NAMES)
+    other = shipped.model_copy(update={"feature_names": (*NAMES, "some_probe_feature")})
+    assert isinstance(other, RankerRecipe) and other.features == shipped.features
+    assert artifact_dir("ranker", kb, other) != defaults.folder("ranker", kb)

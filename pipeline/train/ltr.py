@@ -44,6 +44,9 @@ class RankerRecipe(Recipe):
     data: DataRecipe = DataRecipe()
     query_encoder: AdapterRecipe | None = AdapterRecipe()  # F's embedding leg while training (None: MiniLM)
     features: int = FEATURES_VERSION
+    # the names too: a probe that bumps the version to a number already used elsewhere must not find the
+    # other features' ranker "cached" (it would never load, and `models train` would never replace it)
+    feature_names: tuple[str, ...] = tuple(NAMES)
     seed: int = 13
     queries: int = 1200  # training crops (a seeded sample of the train split)
     bm25_k: int = 80  # F's legs
