@@ -34,9 +34,9 @@ except (OSError, ValueError) as exc:
     st.error(ev.set_error(exc))
 
 if labelled is not None and len(choices := ev.halves(labelled)) > 1:
-    # BENCHMARKS.md claims the test half's figures; the whole set mixes in the half they were tuned on.
-    labelled = ev.half(labelled, st.radio("Chunks", choices, horizontal=True, key="eval_half",
-                                          format_func=ev.HALVES.__getitem__))
+    # The test half by default, like `pipeline eval`: the whole set mixes in the half constants were tuned on.
+    labelled = ev.half(labelled, st.radio("Chunks", choices, index=choices.index("test") if "test" in choices else 0,
+                                          horizontal=True, key="eval_half", format_func=ev.HALVES.__getitem__))
 
 request: tuple[int, bool, tuple[AltName, ...]] | None = None
 if labelled is not None and settings is not None:

@@ -510,7 +510,7 @@ def test_evaluation_report_shows_each_figures_interval_and_the_paired_tests(engi
 @pytest.mark.parametrize(("key", "caption"), [
     ("blind", "blind set (blind.jsonl): 18 chunks"),
     ("rule_tune", "rule tune set (rule_tune.jsonl): 16 chunks"),
-    ("dev_rule", "dev set, class pages by the rule (dev_rule.jsonl): 33 chunks")])
+    ("dev_rule", "dev set, class pages by the rule (dev_rule.jsonl), test half: 17 chunks")])
 def test_evaluation_page_offers_each_shipped_set(key: str, caption: str) -> None:
     at = _app(REPO / "pages" / "2_Evaluation.py")
     at.run()
@@ -523,14 +523,20 @@ def test_evaluation_page_offers_each_shipped_set(key: str, caption: str) -> None
 def test_evaluation_page_evaluates_one_half_of_the_dev_set() -> None:
     at = _app(REPO / "pages" / "2_Evaluation.py")
     at.run()
-    assert at.radio(key="eval_half").options == ["whole set", "tune half (where constants were chosen)",
-                                                 "test half (where figures are claimed)"]
+    half = at.radio(key="eval_half")
+    assert half.options == ["whole set", "tune half (where constants were chosen)",
+                            "test half (where figures are claimed)"]
+    assert half.value == "test"  # like `pipeline eval`: the half nothing was tuned on
+    assert any("dev set (dev.jsonl), test half: 17 chunks. Rough time for 17 chunk(s)" in c.value
+               for c in at.caption), [c.value for c in at.caption]
+    half.set_value("all")
+    at.run()
     at.slider(key="eval_n").set_value(30)
     at.run()
-    at.radio(key="eval_half").set_value("test")
+    at.radio(key="eval_half").set_value("tune")
     at.run()
     assert not at.exception, _problems(at)
-    assert any("dev set (dev.jsonl), test half: 17 chunks. Rough time for 17 chunk(s)" in c.value
+    assert any("dev set (dev.jsonl), tune half: 16 chunks. Rough time for 16 chunk(s)" in c.value
                for c in at.caption), [c.value for c in at.caption]
     at.radio(key="eval_source").set_value("blind")  # not split: no choice of half
     at.run()
