@@ -16,7 +16,7 @@ import typer
 from tqdm import tqdm
 
 from pipeline import config
-from pipeline.cli_common import DEFAULT_FUSION, Alt, Fusion, ModelKey, fail, message
+from pipeline.cli_common import DEFAULT_FUSION, Alt, Fusion, ModelKey, fail, message, warn
 
 if TYPE_CHECKING:
     from pipeline.trace import ProgressEvent
@@ -84,6 +84,7 @@ def kb_index(
     bars, progress = _bar_progress()
     try:
         engine = Engine.open(kb, progress=progress)
+        warn(engine.store.skipped())
         engine.dense(embedder, progress=progress)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         fail(message(exc))
@@ -183,6 +184,7 @@ def run_cmd(
     bars, progress = _bar_progress()
     try:
         engine = Engine.open(kb, progress=progress)
+        warn(engine.store.skipped())
         # No priming: nothing runs between retrieval (0.3 s) and validation here, and a background prefix
         # only contends with the run (D cold on the reference 14.1-14.8 s unprimed, 15.6-16.3 s primed).
         trace = engine.run(chunk, settings, progress=progress)

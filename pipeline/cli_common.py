@@ -25,6 +25,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def warn(lines: list[str]) -> None:
+    """Yellow ``warning:`` lines on stderr (the first one starts the warning), leaving stdout to the output."""
+    for n, line in enumerate(lines):
+        typer.secho(("warning: " if n == 0 else "  ") + line, fg=typer.colors.YELLOW, err=True)
+
+
 def message(exc: BaseException) -> str:
     """What to tell the user about ``exc``: a pydantic error as ``field: problem`` lines, anything else as is."""
     return describe(exc) if isinstance(exc, ValidationError) else str(exc)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from tqdm import tqdm
 
-from pipeline.cli_common import Alt, fail, message
+from pipeline.cli_common import Alt, fail, message, warn
 
 METRIC_NAMES = ("ndcg@10", "mrr", "recall@50")
 
@@ -99,6 +99,7 @@ def eval_command(
 
     try:
         engine = Engine.open(kb)
+        warn(engine.store.skipped())
         if heldout:
             from pipeline.train.heldout import evaluate_heldout
 

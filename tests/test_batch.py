@@ -494,3 +494,22 @@ def test_a_later_part_of_a_long_function_knows_its_parameters_and_earlier_locals
     assert "class/NavigationAgent2D" in found
     bare = {h.ref.source for h in engine.class_rule.run(second.text, facts).hits}
     assert "class/NavigationAgent2D" not in bare  # without the earlier locals it could not tell
+
+
+def test_warm_up_loads_the_query_route_a_run_uses(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    """The default embedders are "trained" (this KB's query map), not folders: warm-up resolves them as a run
+    does, without a warning, and loads the query route (ONNX Runtime), not the torch model as well."""
+    import logging
+
+    from pipeline.batch.run import warm_up
+    from pipeline.models.hub import ModelHub
+
+    fresh = Engine.for_store(engine.store, hub=ModelHub())
+    s = Settings(run_validator=False)
+    assert s.embedder == TRAINED
+    with caplog.at_level(logging.WARNING, logger="pipeline.batch.run"):
+        warm_up(fresh, s)
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    emb, _ = fresh.dense(fresh.resolve_embedder(s.embedder)[0])
+    assert emb.runtime == "onnxruntime"
+    assert emb._model is None  # the torch model was not loaded besides the route

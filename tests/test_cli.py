@@ -107,6 +107,23 @@ def test_user_kb_and_malformed_lines(tmp_path: Path) -> None:
     assert "malformed.jsonl:2:" in out and "malformed.jsonl:10: duplicate id" in out
 
 
+def test_run_and_batch_on_a_user_kb_say_which_lines_they_skipped(tmp_path: Path) -> None:
+    """`kb stats` lists bad lines, and so must the commands that search the KB, or they vanish unseen."""
+    kb = str(ROOT / "fixtures" / "bad" / "malformed.jsonl")
+    res = cli("run", "--alt", "D", "--no-validate", "--kb", kb, str(CHUNKS / "latin1.gd"))
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    err = res.stderr.decode()
+    assert "warning: " in err and "line(s) of the KB skipped" in err and "malformed.jsonl:2:" in err, err
+    assert "of the KB skipped" not in res.stdout.decode()  # stdout stays the trace
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.gd").write_bytes((CHUNKS / "latin1.gd").read_bytes())
+    res = cli("batch", str(src), "--out", str(tmp_path / "out.jsonl"), "--alt", "D", "--no-validate", "--kb", kb,
+              "--no-progress")
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    assert "line(s) of the KB skipped" in res.stderr.decode() and "malformed.jsonl:2:" in res.stderr.decode()
+
+
 def test_eval_blind_reads_the_blind_set() -> None:
     res = cli("eval", "--blind", "--alt", "d", "--json")
     assert res.returncode == 0, res.stderr.decode()[-800:]

@@ -99,12 +99,12 @@ def warm_up(engine: Engine, settings: Settings, progress: ProgressFn | None = No
     models = {settings.embedder} if "D" in settings.alternatives else set()
     if "F" in settings.alternatives:
         models.add(settings.f_embedder or settings.embedder)
-    for model in models:
+    # "trained" names the query map of this KB, not a folder: resolve it as a run does (its fallback is said per chunk)
+    for model in {engine.resolve_embedder(m)[0] for m in models}:
         try:
             emb, _ = engine.dense(model, quiet)
-            load = getattr(emb, "load", None)
-            if callable(load):
-                load()
+            # a query loads the route runs use (ONNX Runtime when exported), not the torch model besides it
+            getattr(emb, "encode_query", emb.encode)(["func _ready():\n\tpass"])
         except Exception as exc:
             log.warning("embedder %s unavailable: %s", model or "default", exc)
     try:
@@ -288,7 +288,12 @@ def run_batch(paths: Sequence[Path | str], out: Path, settings: Settings, *,
     p = plan(paths, max_lines)
     if not p.files:
         raise BatchError("no .gd files found in " + ", ".join(map(str, paths)))
-    kb_hash = engine.store.content_hash if engine is not None else kb_content_hash(kb)
+    from pipeline.kb.store import open_kb
+
+    # a user KB is read here anyway, for its hash: the notes then say which of its lines were skipped
+    store = open_kb(kb) if engine is None and kb else None
+    kb_hash = engine.store.content_hash if engine is not None else store.content_hash if store else kb_content_hash()
+    skipped = store.skipped() if store is not None else []
     runner = make_backend(backend, settings, kb=kb, kb_hash=kb_hash, engine=engine, workers=workers,
                           address=address, top=top, truncate=truncate, progress=engine_progress, echo=echo)
     jobs = jobs_for(p, settings, kb_hash)
@@ -298,7 +303,7 @@ def run_batch(paths: Sequence[Path | str], out: Path, settings: Settings, *,
 
     with ResultsLog(Path(out)) as results:
         state = results.open()
-        for note in ([state.torn] if state.torn else []) + state.bad:
+        for note in skipped + ([state.torn] if state.torn else []) + state.bad:
             report.notes.append(note)
             echo(f"note: {note}")
         done = state.done(retry_errors)

@@ -34,6 +34,14 @@ class KBStore:
     def get(self, record_id: str) -> AnyRecord:
         return self.records[self.by_id[record_id]]
 
+    def skipped(self, shown: int = 3) -> list[str]:
+        """What to tell a user whose KB files had bad lines: how many were skipped, then the first (file:line)."""
+        if not self.issues:
+            return []
+        n = len(self.issues)
+        rest = f"; `python -m pipeline kb stats --kb …` lists all {n}" if n > shown else ""
+        return [f"{n} line(s) of the KB skipped{rest}:", *self.issues[:shown]]
+
 
 def from_load(result: LoadResult, name: str) -> KBStore:
     records = sorted(result.records, key=lambda r: r.id)
