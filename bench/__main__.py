@@ -228,7 +228,8 @@ def _batch_throughput_section() -> list[str]:
     loads = [r[k] for c in bt["configs"] for r in c["runs"] for k in ("load_1min_before", "load_1min_after")]
     out = [f"## Batch throughput: local and Ray (measured {bt['measured_at']} on {m['cpu']}, {m['cores']} cores)", "",
            f"`{bt['command']}`: `pipeline batch --alt both --no-validate --reranker none` (no Qwen: each worker "
-           f"holds the KB, BM25, the MiniLM vectors and MiniLM) over {bt['input']['chunk_jobs']} chunk jobs "
+           "holds the KB, BM25, the MiniLM vectors and the code query map's ONNX route) over "
+           f"{bt['input']['chunk_jobs']} chunk jobs "
            f"({src}). Every run is a fresh process with a fresh results file; throughput counts from the first "
            "chunk handed out to the last line written, the set-up (opening the Engines; for Ray also starting Ray "
            f"and its actors) is apart. Median of {len(bt['configs'][0]['runs'])} runs each, all in one run of "
@@ -252,10 +253,9 @@ def _batch_throughput_section() -> list[str]:
     if ray1 and ray2:
         out += [f"Ray with 2 workers ran {ray2['median_chunks_per_minute'] / ray1['median_chunks_per_minute']:.2f}× "
                 "the chunks per minute of 1 worker. Memory: each worker holds its own Engine (KB records, BM25 "
-                "matrix, MiniLM vectors, MiniLM itself), so memory grows by one worker's *own* (USS) figure per "
-                "worker; the rest of its RSS is shared with the other workers (mostly the code of torch and the other "
-                "libraries). "
-                "Ray runs each actor with `OMP_NUM_THREADS=1` (one CPU each); the local backend uses torch's "
+                "matrix, MiniLM vectors, the query map's ONNX session), so memory grows by one worker's *own* (USS) "
+                "figure per worker; the rest of its RSS is shared with the other workers (mostly library code). "
+                "Ray runs each actor with `OMP_NUM_THREADS=1` (one CPU each); the local backend uses the libraries' "
                 "default threads unless told otherwise, which the `OMP_NUM_THREADS=1` row shows. With the "
                 "validator each worker also loads its Qwen GGUF (llama.cpp maps the file, so workers on one "
                 "machine share its pages, but each has its own KV cache and threads): not measured here.", ""]

@@ -4,12 +4,12 @@
 
 Input: fixtures/batch (5 scripts, 25 chunks), the dev set's GDScript chunks, then GDScript code blocks of
 the Godot docs' tutorials (from the built KB, in record order) until the plan has ``--chunks`` chunk jobs.
-Settings: D and F, ``--no-validate``, F's reranker ``none``: no Qwen, each worker holds the KB, BM25, the
-MiniLM vectors and MiniLM itself. Every run is its own process (``--one``) with a fresh results file, so
-each pays its start-up: opening the Engine(s), and for Ray starting Ray and its actors. Throughput is
-chunks run / seconds from the first chunk handed out to the last line written (the set-up is reported
-apart). Memory is each worker process's RSS (and USS: what it alone holds) when the batch ends; for the
-local backend the worker is the batch process itself. Writes bench/results/batch_throughput.json.
+Settings: D and F, ``--no-validate``, F's reranker ``none``: no Qwen, each worker holds the KB, BM25,
+the MiniLM vectors and the code query map's ONNX route. Every run is its own process (``--one``) with a
+fresh results file, so each pays its start-up: opening the Engine(s), and for Ray starting Ray and its
+actors. Throughput is chunks run / seconds from the first chunk handed out to the last line written (the
+set-up is reported apart). Memory is each worker process's RSS (and USS: what it alone holds) when the
+batch ends; for the local backend the worker is the batch process itself. Writes bench/results/batch_throughput.json.
 """
 
 from __future__ import annotations
