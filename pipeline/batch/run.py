@@ -288,12 +288,15 @@ def run_batch(paths: Sequence[Path | str], out: Path, settings: Settings, *,
     p = plan(paths, max_lines)
     if not p.files:
         raise BatchError("no .gd files found in " + ", ".join(map(str, paths)))
-    from pipeline.kb.store import open_kb
+    if engine is not None:  # the caller opened the KB: telling its skipped lines is the caller's part
+        kb_hash, skipped = engine.store.content_hash, []
+    elif kb:  # a user KB is read here anyway, for its hash: the notes say which of its lines were skipped
+        from pipeline.kb.store import open_kb
 
-    # a user KB is read here anyway, for its hash: the notes then say which of its lines were skipped
-    store = open_kb(kb) if engine is None and kb else None
-    kb_hash = engine.store.content_hash if engine is not None else store.content_hash if store else kb_content_hash()
-    skipped = store.skipped() if store is not None else []
+        store = open_kb(kb)
+        kb_hash, skipped = store.content_hash, store.skipped()
+    else:
+        kb_hash, skipped = kb_content_hash(), []
     runner = make_backend(backend, settings, kb=kb, kb_hash=kb_hash, engine=engine, workers=workers,
                           address=address, top=top, truncate=truncate, progress=engine_progress, echo=echo)
     jobs = jobs_for(p, settings, kb_hash)
