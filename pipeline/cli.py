@@ -123,9 +123,14 @@ def _read_input(path: str) -> bytes:
     if path == "-":
         return sys.stdin.buffer.read()
     p = Path(path)
+    if p.is_dir():
+        fail(f"{path} is a folder; `run` reads one file (`python -m pipeline batch {path}` runs a folder)")
     if not p.is_file():
         fail(f"no such file: {path}")
-    return p.read_bytes()
+    try:
+        return p.read_bytes()
+    except OSError as e:  # unreadable (permissions, a device): say so rather than a traceback
+        fail(f"cannot read {path}: {e.strerror or e}")
 
 
 def _print_trace(trace) -> None:

@@ -43,6 +43,8 @@ def test_oversized_chunk_is_refused_unless_truncated(tmp_path: Path) -> None:
 def test_missing_file_and_bad_choices() -> None:
     res = cli("run", "nope.gd")
     assert res.returncode == 2 and "no such file: nope.gd" in res.stderr.decode()
+    res = cli("run", str(CHUNKS))  # a folder is batch's job, and the message says so
+    assert res.returncode == 2 and "is a folder" in res.stderr.decode() and "batch" in res.stderr.decode()
     for option, value, listed in [("--alt", "X", "'both'"), ("--fusion", "borda", "'zscore'")]:
         res = cli("run", option, value, str(CHUNKS / "unity_player.cs"))
         err = res.stderr.decode()
