@@ -216,12 +216,12 @@ def part_validate(a: AlternativeTrace, c: _Charts) -> Markup:
     out = para(f"Model {v.model or 'none'} · policy: {v.policy_text}{qwen_threshold} · judges "
                f"{v.scope_text} · {fmt_ms(v.ms)}")
     out += metrics([("judged now", v.judged), ("from cache", v.cached), ("prompt tokens", f"{v.prompt_tokens:,}"),
-                    ("reused tokens", f"{v.reused_tokens:,}")])
+                    ("reused tokens", f"{v.reused_tokens:,}"), ("evidence lists", v.lists)])
     if not judged:
         return out + para("No candidate was in the validator's scope.", "muted")
     if any(r.p is not None for r in judged):  # policy "calibrated": p against its threshold, as the dashboard
         out += para(f"Accept model {v.accept_model} · p threshold {v.p_threshold} · "
-                    f"{v.skipped} of {len(judged)} decided without Qwen")
+                    f"{v.skipped} of {len(judged)} decided without Qwen.{v.lists_text}")
         out += c.add(charts.p_chart(judged, v.p_threshold))
     elif any(r.margin is not None for r in judged):
         out += c.add(charts.margin_chart(judged, v.threshold))

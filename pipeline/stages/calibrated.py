@@ -140,8 +140,8 @@ class Calibrated:
                 pending.append(_Pending(n, item, record, ev, x0))
         self._ask(stage, chunk, pending, stats, progress, cancelled)
         for p in pending:
-            checks[p.n] = self._decide(stage, chunk, p)
-        self._evidence(stage, chunk, checks, progress)
+            checks[p.n] = self._decide(stage, chunk, p, stats)
+        self._evidence(stage, chunk, checks, stats, progress)
         ordered = [checks[n] if n in checks else
                    Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
                          "not_run", None, notes=note_parts(within.notes[n]))
@@ -150,7 +150,8 @@ class Calibrated:
 
         out = [decided(c) for c in ordered]
         return ValidateResult(ordered, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
-                              stats.prompt_tokens, stats.reused_tokens, self.model.name, within.n - len(pending))
+                              stats.prompt_tokens, stats.reused_tokens, self.model.name, within.n - len(pending),
+                              lists=stats.lists, lists_cached=stats.lists_cached, lists_ms=stats.lists_ms)
 
     def _ask(self, stage: Validate, chunk: ChunkInfo, pending: list[_Pending], stats: Stats,
              progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None) -> None:
@@ -172,7 +173,7 @@ class Calibrated:
             progress(total, total, "")
 
     @staticmethod
-    def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check],
+    def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check], stats: Stats,
                   progress: Callable[[int, int, str], None] | None) -> None:
         """Qwen's evidence list for the records accepted without its verdict (one prefix, decoded side by side)."""
         from pipeline.models.validator import Judgement
@@ -183,7 +184,12 @@ class Calibrated:
         if progress:
             progress(0, len(todo), f"evidence lists of {len(todo)} accepted record(s), side by side")
         pairs = [(stage.store.get(checks[n].item.record_id), checks[n].evidence) for n in todo]
-        for n, (items, cached) in zip(todo, stage.evidence_cached_many(chunk.text, pairs), strict=True):
+        t0 = time.perf_counter()
+        lists = stage.evidence_cached_many(chunk.text, pairs)
+        stats.lists_ms += (time.perf_counter() - t0) * 1000
+        for n, (items, cached) in zip(todo, lists, strict=True):
+            stats.lists_cached += cached
+            stats.lists += not cached
             c = checks[n]
             # an empty list is a failed call or no item Qwen would vouch for: the shared facts stand in
             said = LISTED if items else LIST_EMPTY
@@ -192,7 +198,7 @@ class Calibrated:
         if progress:
             progress(len(todo), len(todo), "")
 
-    def _decide(self, stage: Validate, chunk: ChunkInfo, p: _Pending) -> Check:
+    def _decide(self, stage: Validate, chunk: ChunkInfo, p: _Pending, stats: Stats) -> Check:
         from pipeline.stages.validate import disagreement
 
         j = p.judgement
@@ -206,7 +212,10 @@ class Calibrated:
         veto = dimension_veto(p.record, p.free) if accepted else None
         accepted = accepted and not veto
         if accepted and not j.evidence and stage.validator is not None:  # Qwen's list, for every accept
+            t0 = time.perf_counter()
             j.evidence = stage.validator.evidence_for(chunk.text, p.record, p.ev, timeout_s=stage.timeout_s)
+            stats.lists_ms += (time.perf_counter() - t0) * 1000
+            stats.lists += 1
         note = ("" if accepted or prob < self.model.threshold
                 else veto or "p reaches the threshold, but no fact is shared")
         return Check(p.item, p.ev, True, j.verdict, accepted, j, p.cached, disagreement(j, p.ev), prob,

@@ -128,6 +128,9 @@ class Stats:
     cached: int = 0
     prompt_tokens: int = 0
     reused_tokens: int = 0
+    lists: int = 0  # evidence lists Qwen wrote now (after the decision, for accepted records)
+    lists_cached: int = 0
+    lists_ms: float = 0.0
 
 
 class Validate:
@@ -275,6 +278,7 @@ class Validate:
             timeout_s=self.timeout_s, judged=result.judged, cached=result.cached,
             prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens,
             accept_model=result.accept_model, skipped=result.skipped, class_accepts=self.classes is not None,
+            lists=result.lists, lists_cached=result.lists_cached, lists_ms=round(result.lists_ms, 1),
             p_threshold=self.accept.model.threshold if self.accept else None)
 
 

@@ -60,8 +60,8 @@ def _summary(stage: ValidateTrace) -> None:
     if stage.accept_model:
         st.caption(f"Decided by the **{stage.accept_model}**: accept when p ≥ {stage.p_threshold:.2f} and a fact is "
                    f"shared. Qwen was asked only where it could change the decision; "
-                   f"{stage.skipped} of {len(stage.judged_rows)} were decided without it.")
-    c = st.columns(5)
+                   f"{stage.skipped} of {len(stage.judged_rows)} were decided without it.{stage.lists_text}")
+    c = st.columns(6)
     c[0].metric("judged now", stage.judged, help="Qwen verdicts computed now (a record's empty-chunk margin counts "
                                                  "too); evidence lists are not counted.")
     c[1].metric("from cache", stage.cached, help="Qwen verdicts read from the cache; evidence lists are not "
@@ -69,6 +69,8 @@ def _summary(stage: ValidateTrace) -> None:
     c[2].metric("decided without Qwen", stage.skipped, help="Calls saved: Qwen could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
+    c[5].metric("evidence lists", stage.lists, help="Evidence lists Qwen wrote now for the accepted records, after "
+                f"the decision ({stage.lists_cached} more read from the cache).")
 
 
 def _table(rows: list[ValidateRow], key: str, calibrated: bool) -> None:
