@@ -66,7 +66,8 @@ def _summary(stage: ValidateTrace) -> None:
                                                  "too); evidence lists are not counted.")
     c[1].metric("from cache", stage.cached, help="Qwen verdicts read from the cache; evidence lists are not "
                                                  "counted.")
-    c[2].metric("decided without Qwen", stage.skipped, help="Calls saved: Qwen could not change these decisions.")
+    c[2].metric("without Qwen", stage.skipped,
+                help="Decided without asking Qwen (calls saved): it could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
     c[5].metric("evidence lists", stage.lists, help="Evidence lists Qwen wrote now for the accepted records, after "
