@@ -10,6 +10,7 @@ from pipeline.accept import FREE, LLM, AcceptModel, Linear
 from pipeline.engine import Engine
 from pipeline.settings import Settings
 from pipeline.stages.validate import VerdictCache
+from pipeline.ui.views import validate_sent
 from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub
 
 
@@ -97,6 +98,7 @@ def test_a_model_without_qwen_features_decides_on_p_and_asks_qwen_only_for_evide
     again = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=6)
                     ).alternatives["D"].validation
     assert again is not None and (again.lists, again.lists_cached, again.lists_text) == (0, n_accepted, "")
+    assert validate_sent(again) == f"0 (0 from cache) + {n_accepted} evidence lists ({n_accepted} from cache)"
 
 
 def test_an_empty_evidence_list_is_not_reported_as_qwen_listing_evidence(

@@ -74,5 +74,7 @@ def test_model_usage_counts_what_each_model_was_sent(trace: Trace) -> None:
     for name, alt in trace.alternatives.items():
         v = alt.validation
         row = usage[(usage["alternative"] == name) & (usage["stage"] == "validate")].iloc[0]
-        assert row["candidates sent"] == f"{v.judged + v.cached} ({v.cached} from cache)"
+        n = v.lists + v.lists_cached
+        lists = f" + {n} evidence lists ({v.lists_cached} from cache)" if n else ""
+        assert row["candidates sent"] == f"{v.judged + v.cached} ({v.cached} from cache){lists}"
         assert v.judged + v.cached == min(6, len(alt.final))

@@ -26,6 +26,7 @@ from pipeline.trace import (
     Trace,
     UnionTrace,
     ValidateRow,
+    ValidateTrace,
 )
 from pipeline.ui.charts import Shift
 
@@ -187,6 +188,14 @@ def _usage_row(name: AltName, stage: str, model: str, sent: str, ms: float, prom
             "reused tokens": reused, "seconds": ms / 1000}
 
 
+def validate_sent(v: ValidateTrace) -> str:
+    """What Qwen was sent: verdicts, then the evidence lists it wrote for accepted records (a cold run's cost)."""
+    sent = f"{v.judged + v.cached} ({v.cached} from cache)"
+    if v.lists + v.lists_cached:
+        sent += f" + {v.lists + v.lists_cached} evidence lists ({v.lists_cached} from cache)"
+    return sent
+
+
 def model_usage(trace: Trace) -> pd.DataFrame:
     """Which model saw how many candidates, with the prompt tokens the validator evaluated."""
     rows = []
@@ -197,7 +206,7 @@ def model_usage(trace: Trace) -> pd.DataFrame:
             rows.append(_usage_row(name, "rerank", a.rerank.reranker, str(a.rerank.scored), a.rerank.ms))
         v = a.validation
         if v is not None and v.status not in ("skipped", "pending"):
-            sent = f"{v.judged + v.cached} ({v.cached} from cache)"
+            sent = validate_sent(v)
             rows.append(_usage_row(name, "validate", v.model or "none", sent, v.ms, v.prompt_tokens, v.reused_tokens))
     return pd.DataFrame(rows, columns=["alternative", "stage", "model", "candidates sent", "prompt tokens",
                                        "reused tokens", "seconds"])
