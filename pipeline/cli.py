@@ -145,6 +145,8 @@ def _print_trace(trace) -> None:
         for st in alt.stages:  # a stage that ran may still say something worth knowing (a fallback, a cut)
             if st.message:
                 typer.secho(f"   {st.name}: {st.message}", fg=typer.colors.YELLOW if st.status != "ok" else None)
+        if alt.validation is not None and alt.validation.lists:  # where a cold run's validate seconds went
+            typer.echo(f"   validate:{alt.validation.lists_text}")
         for it in alt.final:
             mark = {True: "ACCEPT", False: "reject", None: "      "}[it.accepted]
             ev = f"  evidence: {', '.join(it.evidence[:4])}" if it.evidence else ""
