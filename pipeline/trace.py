@@ -299,7 +299,7 @@ class ValidateTrace(StageTrace[ValidateRow]):
     accept_model: str | None = None  # policy "calibrated": the model that decided
     p_threshold: float | None = None
     skipped: int = 0  # candidates decided without Qwen: calls saved
-    lists: int = 0  # Qwen's evidence lists for accepted records, written now (they take most of a cold run's time)
+    lists: int = 0  # evidence lists Qwen was asked for now, for accepted records (most of a cold run's time)
     lists_cached: int = 0
     lists_ms: float = 0.0
     class_accepts: bool = False  # Settings.class_accepts: the class records of the classes the code uses
@@ -318,7 +318,7 @@ class ValidateTrace(StageTrace[ValidateRow]):
         """Where the time went when Qwen wrote evidence lists rather than verdicts (" …"), or ""."""
         if not self.lists:
             return ""
-        return (f" Qwen then wrote the evidence lists of {self.lists} accepted record(s): "
+        return (f" Qwen was then asked for the evidence lists of {self.lists} accepted record(s): "
                 f"{self.lists_ms / 1000:.1f} s of this stage's {self.ms / 1000:.1f} s.")
 
     @property

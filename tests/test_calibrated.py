@@ -94,7 +94,7 @@ def test_a_model_without_qwen_features_decides_on_p_and_asks_qwen_only_for_evide
     # the lists are where the stage's time went, and the panel says so; a second run reads them from the cache
     n_accepted = sum(bool(r.accepted) for r in v.judged_rows)
     assert (v.lists, v.lists_cached) == (n_accepted, 0) and 0 < v.lists_ms <= v.ms
-    assert v.lists_text.startswith(f" Qwen then wrote the evidence lists of {n_accepted} accepted record(s)")
+    assert v.lists_text.startswith(f" Qwen was then asked for the evidence lists of {n_accepted} accepted record(s)")
     again = eng.run(DASH_CHUNK, Settings(alternatives=("D",), reranker="none", validator_top_k=6)
                     ).alternatives["D"].validation
     assert again is not None and (again.lists, again.lists_cached, again.lists_text) == (0, n_accepted, "")

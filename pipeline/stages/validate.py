@@ -128,7 +128,7 @@ class Stats:
     cached: int = 0
     prompt_tokens: int = 0
     reused_tokens: int = 0
-    lists: int = 0  # evidence lists Qwen wrote now (after the decision, for accepted records)
+    lists: int = 0  # evidence lists Qwen was asked for now (after the decision; a failed call counts too)
     lists_cached: int = 0
     lists_ms: float = 0.0
 

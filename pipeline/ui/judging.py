@@ -70,8 +70,8 @@ def _summary(stage: ValidateTrace) -> None:
                 help="Decided without asking Qwen (calls saved): it could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
-    c[5].metric("evidence lists", stage.lists, help="Evidence lists Qwen wrote now for the accepted records, after "
-                f"the decision ({stage.lists_cached} more read from the cache).")
+    c[5].metric("evidence lists", stage.lists, help="Evidence lists Qwen was asked for now, for the accepted "
+                f"records, after the decision ({stage.lists_cached} more read from the cache).")
 
 
 def _table(rows: list[ValidateRow], key: str, calibrated: bool) -> None:
