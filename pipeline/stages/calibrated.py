@@ -184,12 +184,7 @@ class Calibrated:
         if progress:
             progress(0, len(todo), f"evidence lists of {len(todo)} accepted record(s), side by side")
         pairs = [(stage.store.get(checks[n].item.record_id), checks[n].evidence) for n in todo]
-        t0 = time.perf_counter()
-        lists = stage.evidence_cached_many(chunk.text, pairs)
-        stats.lists_ms += (time.perf_counter() - t0) * 1000
-        for n, (items, cached) in zip(todo, lists, strict=True):
-            stats.lists_cached += cached
-            stats.lists += not cached
+        for n, (items, cached) in zip(todo, stage.evidence_cached_many(chunk.text, pairs, stats), strict=True):
             c = checks[n]
             # an empty list is a failed call or no item Qwen would vouch for: the shared facts stand in
             said = LISTED if items else LIST_EMPTY

@@ -217,11 +217,12 @@ class Validate:
         return self._judge(validator, ChunkInfo(text=code, sha256="", n_bytes=0, n_lines=0, language="gdscript"),
                            record, ev, stats, cancelled)
 
-    def evidence_cached_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]]
+    def evidence_cached_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], stats: Stats
                              ) -> list[tuple[list[dict[str, object]], bool]]:
         """Qwen's evidence lists under its grammar, each item checked literally, cached like verdicts.
 
         For several records of one chunk: the cache misses are asked in one pass (decoded side by side).
+        ``stats`` counts the lists asked for and read, as ``_judge`` counts verdicts.
         """
         v = self.validator
         assert v is not None
@@ -231,11 +232,16 @@ class Validate:
         out: list[tuple[list[dict[str, object]], bool]] = [(h, True) if h is not None else ([], False)
                                                             for h in hits]
         miss = [n for n, h in enumerate(hits) if h is None]
+        stats.lists_cached += len(pairs) - len(miss)
+        stats.lists += len(miss)  # a failed call counts too: its rows say the list came back empty
+        t0 = time.perf_counter()
         try:
             lists = v.evidence_many(code, [pairs[n] for n in miss], timeout_s=self.timeout_s)
         except Exception as exc:
             log.warning("evidence lists failed: %s", exc)
             return out
+        finally:
+            stats.lists_ms += (time.perf_counter() - t0) * 1000
         for n, items in zip(miss, lists, strict=True):
             out[n] = (items, False)
             if self.cache:
