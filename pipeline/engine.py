@@ -46,10 +46,19 @@ from pipeline.stages.parts import merge_bm25, merge_embedding, parts
 from pipeline.stages.query import QueryAnalysis
 from pipeline.stages.renames import Renames
 from pipeline.stages.rerank import Prior, Rerank
-from pipeline.stages.results import EmbeddingResult, Ordered, QueryResult, RankedItem, RuleResult, UnionResult
+from pipeline.stages.results import (
+    EmbeddingResult,
+    Ordered,
+    QueryResult,
+    RankedItem,
+    RuleResult,
+    UnionResult,
+    ValidateResult,
+)
 from pipeline.stages.union import Union
 from pipeline.stages.validate import Validate, VerdictCache
 from pipeline.trace import (
+    LIST_PENDING,
     AlternativeTrace,
     ChunkInfo,
     FinalItem,
@@ -295,14 +304,17 @@ class Engine:
 
     # --- model phase ------------------------------------------------------------------------
     def complete(self, prepared: Prepared, progress: ProgressFn = _quiet, cancelled: Cancel | None = None,
-                 on_alternative: Callable[[AltName], None] | None = None) -> Trace:
-        """Run the pending model stages of ``prepared.trace`` in place; ``on_alternative`` after each one."""
+                 on_alternative: Callable[[AltName], None] | None = None,
+                 on_update: Callable[[], None] | None = None) -> Trace:
+        """Run the pending model stages of ``prepared.trace`` in place; ``on_alternative`` after each one,
+        ``on_update`` when a stage still running has something to show (the validator's decisions before
+        Qwen's evidence lists)."""
         stop = cancelled or _never
         for name, alt in prepared.trace.alternatives.items():
             if alt.rerank is not None and alt.rerank.status == "pending":
                 self._rerank(prepared, alt, progress, stop)
             if alt.validation is not None and alt.validation.status == "pending":
-                self._validate(prepared, alt, progress, stop)
+                self._validate(prepared, alt, progress, stop, on_update)
             if on_alternative is not None:
                 on_alternative(name)
         if self._priming is not None:  # a prefix nobody will read is not worth finishing
@@ -407,7 +419,8 @@ class Engine:
             return lambda _: False
         return lambda ref: scope.label_fits(self.store, ref, code, s.label_fit) is not None
 
-    def _validate(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel) -> None:
+    def _validate(self, prepared: Prepared, alt: AlternativeTrace, progress: ProgressFn, stop: Cancel,
+                  on_update: Callable[[], None] | None = None) -> None:
         if stop():
             alt.validation = ValidateTrace(status="not_run", message="cancelled before validation")
             return
@@ -416,7 +429,18 @@ class Engine:
         def tick(done: int, total: int, what: str) -> None:
             progress(ProgressEvent("validate", done, total, alt.name, what))
 
-        result = stage.run(prepared.chunk, alt.final, tick, stop)
+        def decided(partial: ValidateResult) -> None:  # shown while Qwen writes the evidence lists
+            if on_update is None:
+                return
+            shown = stage.trace(partial)
+            n = sum(1 for r in shown.rows if r.listing == LIST_PENDING)
+            shown.status = "pending"
+            shown.message = "; ".join(filter(None, [
+                f"decided: Qwen is now writing the evidence lists of {n} accepted record(s)", shown.message]))
+            alt.validation, alt.final = shown, partial.final
+            on_update()
+
+        result = stage.run(prepared.chunk, alt.final, tick, stop, decided if on_update is not None else None)
         alt.validation, alt.final = stage.trace(result), result.final
         if stage.validator is not None and stage.cache is not None and not stop():
             stage.cache.mark_primed(stage.validator, prepared.chunk.text)

@@ -156,6 +156,7 @@ UNAVAILABLE = "Qwen unavailable, decided on the free features"
 # What asking Qwen for the evidence list after the decision gave (ValidateRow.listing).
 LISTED = "Qwen listed the evidence"
 LIST_EMPTY = "Qwen's evidence list came back empty, so the shared facts are shown"
+LIST_PENDING = "being written now: the shared facts stand in until it is done"
 
 
 class ValidateRow(RecordRef):

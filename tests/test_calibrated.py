@@ -10,6 +10,8 @@ from pipeline.accept import FREE, LLM, AcceptModel, Linear
 from pipeline.engine import Engine
 from pipeline.settings import Settings
 from pipeline.stages.validate import VerdictCache
+from pipeline.trace import LIST_PENDING, LISTED, Trace
+from pipeline.ui.flow import alternative_nodes
 from pipeline.ui.views import validate_sent
 from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub
 
@@ -99,6 +101,44 @@ def test_a_model_without_qwen_features_decides_on_p_and_asks_qwen_only_for_evide
                     ).alternatives["D"].validation
     assert again is not None and (again.lists, again.lists_cached, again.lists_text) == (0, n_accepted, "")
     assert validate_sent(again) == f"0 (0 from cache) + {n_accepted} evidence lists ({n_accepted} from cache)"
+
+
+def test_the_decisions_are_shown_before_qwen_writes_the_evidence_lists(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    eng = Engine.open([SMALL_KB], hub=FreeOnlyHub())
+    eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
+    settings = Settings(alternatives=("D",), reranker="none", validator_top_k=6)
+    shown: list[Trace] = []
+
+    def run() -> Trace:
+        prepared = eng.prepare(DASH_CHUNK, settings)
+        return eng.complete(prepared, on_update=lambda: shown.append(prepared.trace.model_copy(deep=True)))
+
+    final = run().alternatives["D"]
+    assert len(shown) == 1  # once, between the decisions and the lists
+    early = shown[0].alternatives["D"]
+    v, done = early.validation, final.validation
+    assert v is not None and done is not None and v.status == "pending" and done.status == "ok"
+    n = sum(bool(r.accepted) for r in done.judged_rows)
+    assert n and v.message.startswith(f"decided: Qwen is now writing the evidence lists of {n} accepted record(s)")
+    assert shown[0].pending == {"D"}  # the page keeps waiting for the job
+    # the same decisions, p and ranking; only the accepted records' evidence lists were still to come
+    assert [(r.record_id, r.accepted, r.p) for r in v.rows] == [(r.record_id, r.accepted, r.p) for r in done.rows]
+    assert [(it.record_id, it.accepted) for it in early.final] == [(it.record_id, it.accepted) for it in final.final]
+    for r, later in zip(v.rows, done.rows, strict=True):
+        if r.accepted:
+            assert r.listing == LIST_PENDING and not r.evidence and v.lists == 0
+            assert later.listing == LISTED and later.evidence
+        else:
+            assert r.listing == later.listing == ""
+    # the flow overview says what is left: decided, the lists still being written
+    node = {n.column: n for n in alternative_nodes(early, settings)}
+    validate = node["validate"]
+    assert (validate.count_text, validate.time_text) == (f"{len(v.judged_rows)} judged", "evidence lists…")
+    assert node["final"].count == n and node["final"].status == "pending"
+    # the lists now cached: nothing is left to wait for, so nothing is shown early
+    shown.clear()
+    assert run().alternatives["D"].validation.lists_cached == n and not shown
 
 
 def test_an_empty_evidence_list_is_not_reported_as_qwen_listing_evidence(

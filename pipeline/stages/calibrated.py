@@ -30,6 +30,7 @@ from pipeline.stages.scope import UsedClasses, used_class
 from pipeline.trace import (
     ASKED,
     LIST_EMPTY,
+    LIST_PENDING,
     LISTED,
     UNAVAILABLE,
     WITHOUT_QWEN,
@@ -99,9 +100,11 @@ class Calibrated:
     facts: ChunkFacts  # the chunk's classes and dimension (pipeline.features)
 
     def run(self, stage: Validate, chunk: ChunkInfo, final: list[FinalItem],
-            progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None
-            ) -> ValidateResult:
-        from pipeline.stages.validate import Stats
+            progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None,
+            on_decided: Callable[[ValidateResult], None] | None = None) -> ValidateResult:
+        """``on_decided`` gets the decisions before Qwen writes the accepted records' evidence lists (most of a
+        cold run's time), so a page can show them while it waits; not called when every list is cached."""
+        from pipeline.stages.validate import Stats, decided
 
         t0 = time.perf_counter()
         stats = Stats()
@@ -141,17 +144,24 @@ class Calibrated:
         self._ask(stage, chunk, pending, stats, progress, cancelled)
         for p in pending:
             checks[p.n] = self._decide(stage, chunk, p, stats)
-        self._evidence(stage, chunk, checks, stats, progress)
-        ordered = [checks[n] if n in checks else
-                   Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
-                         "not_run", None, notes=note_parts(within.notes[n]))
-                   for n, it in enumerate(final)]
-        from pipeline.stages.validate import decided
+        unjudged = {n: Check(it, collect(chunk.text, stage.store.get(it.record_id), weight=stage.weight), False,
+                             "not_run", None, notes=note_parts(within.notes[n]))
+                    for n, it in enumerate(final) if n not in checks}
 
-        out = [decided(c) for c in ordered]
-        return ValidateResult(ordered, out, (time.perf_counter() - t0) * 1000, stats.judged, stats.cached,
-                              stats.prompt_tokens, stats.reused_tokens, self.model.name, within.n - len(pending),
-                              lists=stats.lists, lists_cached=stats.lists_cached, lists_ms=stats.lists_ms)
+        def result(now: dict[int, Check]) -> ValidateResult:
+            ordered = [now[n] if n in now else unjudged[n] for n in range(len(final))]
+            return ValidateResult(ordered, [decided(c) for c in ordered], (time.perf_counter() - t0) * 1000,
+                                  stats.judged, stats.cached, stats.prompt_tokens, stats.reused_tokens,
+                                  self.model.name, within.n - len(pending), lists=stats.lists,
+                                  lists_cached=stats.lists_cached, lists_ms=stats.lists_ms)
+
+        todo = self._to_list(stage, checks)
+        if on_decided is not None and any(not stage.evidence_in_cache(chunk.text, stage.store.get(
+                checks[n].item.record_id)) for n in todo):  # Qwen has lists to write: show the decisions first
+            on_decided(result({**checks, **{n: dataclasses.replace(checks[n], listing=LIST_PENDING)
+                                            for n in todo}}))
+        self._evidence(stage, chunk, checks, todo, stats, progress)
+        return result(checks)
 
     def _ask(self, stage: Validate, chunk: ChunkInfo, pending: list[_Pending], stats: Stats,
              progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None) -> None:
@@ -173,13 +183,19 @@ class Calibrated:
             progress(total, total, "")
 
     @staticmethod
-    def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check], stats: Stats,
+    def _to_list(stage: Validate, checks: dict[int, Check]) -> list[int]:
+        """The records accepted without Qwen's verdict, whose evidence lists Qwen is to write."""
+        if stage.validator is None:
+            return []
+        return [n for n, c in sorted(checks.items()) if c.accepted and c.judgement is None]
+
+    @staticmethod
+    def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check], todo: list[int], stats: Stats,
                   progress: Callable[[int, int, str], None] | None) -> None:
-        """Qwen's evidence list for the records accepted without its verdict (one prefix, decoded side by side)."""
+        """Qwen's evidence list for the records ``todo`` (one prefix, decoded side by side)."""
         from pipeline.models.validator import Judgement
 
-        todo = [n for n, c in sorted(checks.items()) if c.accepted and c.judgement is None]
-        if stage.validator is None or not todo:
+        if not todo:
             return
         if progress:
             progress(0, len(todo), f"evidence lists of {len(todo)} accepted record(s), side by side")

@@ -154,16 +154,19 @@ class Validate:
         self.classes = classes
 
     def run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None = None,
-            cancelled: Callable[[], bool] | None = None) -> ValidateResult:
-        result = self._run(chunk, final, progress, cancelled)
+            cancelled: Callable[[], bool] | None = None,
+            on_decided: Callable[[ValidateResult], None] | None = None) -> ValidateResult:
+        """``on_decided``: under the accept model, the decisions before Qwen writes their evidence lists."""
+        result = self._run(chunk, final, progress, cancelled, on_decided)
         # sanitizing never lengthens code but by its closing newline: a chunk under the bound is not lexed again
         cut = for_model(chunk.text)[1] if self.validator is not None and len(chunk.text) >= MODEL_CODE_CHARS else 0
         return dataclasses.replace(result, code_cut=cut) if cut else result
 
     def _run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None,
-             cancelled: Callable[[], bool] | None) -> ValidateResult:
+             cancelled: Callable[[], bool] | None,
+             on_decided: Callable[[ValidateResult], None] | None) -> ValidateResult:
         if self.policy == "calibrated" and self.accept is not None:
-            return self.accept.run(self, chunk, final, progress, cancelled)
+            return self.accept.run(self, chunk, final, progress, cancelled, on_decided)
         t0 = time.perf_counter()
         stats = Stats()
         within = self.in_scope(chunk, final)
@@ -217,6 +220,14 @@ class Validate:
         return self._judge(validator, ChunkInfo(text=code, sha256="", n_bytes=0, n_lines=0, language="gdscript"),
                            record, ev, stats, cancelled)
 
+    def _evidence_key(self, v: Validator, code: str, record: AnyRecord) -> str:
+        return f"{v.evidence_version}|" + VerdictCache.key(v, code, record_line(record)) if self.cache else ""
+
+    def evidence_in_cache(self, code: str, record: AnyRecord) -> bool:
+        """Whether Qwen's evidence list for this pair is cached (then asking for it takes no time)."""
+        v = self.validator
+        return bool(v and self.cache and self.cache.get_evidence(self._evidence_key(v, code, record)) is not None)
+
     def evidence_cached_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], stats: Stats
                              ) -> list[tuple[list[dict[str, object]], bool]]:
         """Qwen's evidence lists under its grammar, each item checked literally, cached like verdicts.
@@ -226,8 +237,7 @@ class Validate:
         """
         v = self.validator
         assert v is not None
-        keys = [f"{v.evidence_version}|" + VerdictCache.key(v, code, record_line(r)) if self.cache else ""
-                for r, _ in pairs]
+        keys = [self._evidence_key(v, code, r) for r, _ in pairs]
         hits = [self.cache.get_evidence(k) if self.cache else None for k in keys]
         out: list[tuple[list[dict[str, object]], bool]] = [(h, True) if h is not None else ([], False)
                                                             for h in hits]
