@@ -8,15 +8,22 @@ import altair as alt
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pipeline.settings import Settings
 from pipeline.trace import (
     LIST_EMPTY,
+    LIST_PENDING,
     LISTED,
+    AlternativeTrace,
+    ChunkInfo,
     Contribution,
     EvidenceRow,
     FactRow,
+    FinalItem,
+    KBInfo,
     ProgressEvent,
     RerankRow,
     RerankTrace,
+    Trace,
     ValidateRow,
     ValidateTrace,
 )
@@ -107,6 +114,41 @@ def test_validator_panel_renders_without_contradictions() -> None:
     assert not any("not run" in t and "from cache" in t for t in text)
     table = next(df.value for df in at.dataframe if "Qwen asked" in df.value.columns)
     assert set(table.loc[table["Qwen asked"] != "yes", "Qwen"]) == {""}  # no "not run" for a skipped call
+
+
+def _pending_script() -> None:
+    import streamlit as st
+
+    from pipeline.ui import judging, render
+
+    judging.panel_validate(st.session_state["trace"], None, pending={"D"})
+    render.panel_final(st.session_state["trace"], None, pending={"D"})
+
+
+def test_decisions_show_while_qwen_writes_the_evidence_lists() -> None:
+    """The validator has decided; Qwen is still writing the accepted record's evidence list."""
+    writing = LISTED_ROW.model_copy(update={"evidence": [], "cached": False, "listing": LIST_PENDING})
+    stage = _calibrated([writing, SKIPPED_ROW]).model_copy(update={
+        "status": "pending", "message": "decided: Qwen is now writing the evidence lists of 1 accepted record(s)"})
+    final = [FinalItem(record_id=r.record_id, kind=r.kind, source=r.source, rank=r.rank, score=1.0 / r.rank,
+                       accepted=r.accepted, p=r.p) for r in stage.rows]
+    trace = Trace(chunk=ChunkInfo(text=CHUNK, sha256="0" * 64, n_bytes=len(CHUNK), n_lines=3, language="gdscript"),
+                  kb=KBInfo(name="test", content_hash="0", counts={}), settings=Settings(alternatives=("D",)),
+                  alternatives={"D": AlternativeTrace(name="D", validation=stage, final=final)})
+    at = AppTest.from_function(_pending_script, default_timeout=60)
+    at.session_state["trace"] = trace
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    infos = [i.value for i in at.info]
+    assert any(i.startswith("Decided: Qwen is now writing the evidence lists of 1 accepted record(s). The "
+                            "decisions below are final") for i in infos), infos
+    assert not any("Qwen is judging" in i or "nothing is accepted yet" in i for i in infos), infos
+    assert next(m.value for m in at.metric if m.label == "evidence lists") == "1 being written"
+    assert any(m.value.endswith(LIST_PENDING) for m in at.markdown if m.value.startswith("Qwen: "))
+    # the final panel already splits accepted from rejected; its downloads wait for the lists
+    assert [m.value for m in at.metric if m.label in ("accepted", "rejected")] == ["1", "1"]
+    assert any("the downloads wait for it" in i for i in infos)
+    assert [b.label for b in at.get("download_button")] == ["Download the full trace (JSON)"]
 
 
 # --- 3, 5: F's reranker table and chart --------------------------------------------------------

@@ -9,11 +9,12 @@ import streamlit as st
 
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
-from pipeline.trace import LISTED, Trace, ValidateRow, ValidateTrace
+from pipeline.trace import LIST_PENDING, LISTED, Trace, ValidateRow, ValidateTrace
 from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
     ICON_OK,
+    ICON_WAIT,
     ICON_WARN,
     VERDICT_WORDS,
     fmt_seconds,
@@ -33,6 +34,11 @@ def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltN
     for name, alt in for_each_alt(trace, lambda n, a: f"{n} · validator"):
         stage = alt.validation
         if name in pending and stage is not None and stage.status == "pending":
+            if stage.rows:  # decided; Qwen is writing the accepted records' evidence lists
+                st.info(f"{stage.message[:1].upper()}{stage.message[1:]}. The decisions below are final; each "
+                        "accepted record's evidence fills in when its list is written.", icon=ICON_WAIT)
+                _validate(stage, trace.chunk.text, store, f"{key}_{name}")
+                continue
             s = trace.settings
             stage_notice(None, waiting=f"Qwen is judging the top {s.validator_top_k} candidates (~"
                                        f"{s.judge_seconds():.0f} s with {s.validator_model} on a cold cache); "
@@ -70,8 +76,10 @@ def _summary(stage: ValidateTrace) -> None:
                 help="Decided without asking Qwen (calls saved): it could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
-    c[5].metric("evidence lists", stage.lists, help="Evidence lists Qwen was asked for now, for the accepted "
-                f"records, after the decision ({stage.lists_cached} more read from the cache).")
+    writing = sum(1 for r in stage.rows if r.listing == LIST_PENDING)
+    c[5].metric("evidence lists", f"{writing} being written" if writing else stage.lists,
+                help="Evidence lists Qwen was asked for now, for the accepted records, after the decision "
+                     f"({stage.lists_cached} more read from the cache).")
 
 
 def _table(rows: list[ValidateRow], key: str, calibrated: bool) -> None:

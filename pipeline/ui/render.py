@@ -217,6 +217,11 @@ def panel_final(trace: Trace, store: KBStore | None, pending: Collection[AltName
         # The split tables already say the decision; the hidden columns stay in the data (and in exports).
         cfg: dict[str, object] = {"score": st.column_config.NumberColumn(format="%.4f"), "source": None,
                                   "decision": None}
+        if name in pending and alt.validation is not None and alt.validation.rows:
+            st.info("Decided: Qwen is writing the accepted records' evidence lists, so the evidence column shows "
+                    "the shared facts until then, and the downloads wait for it.", icon=ICON_WAIT)
+            _final_tables(name, alt, key, cfg)
+            continue
         if name in pending:
             st.info("Waiting for the model stages: nothing is accepted yet; the provisional ranking:", icon=ICON_WAIT)
             st.dataframe(_final_df(alt.final), hide_index=True, placeholder="—", column_config=cfg, height=TABLE_HEIGHT)

@@ -114,8 +114,11 @@ def _model_job(engine: Engine, prepared: Prepared) -> Job:
             job.finish(name)
             job.publish(prepared.trace.model_copy(deep=True))
 
+        def shown() -> None:  # a stage still running has something to show: its decisions
+            job.publish(prepared.trace.model_copy(deep=True))
+
         with user_run():  # the demo warmer pauses while this holds
-            return engine.complete(prepared, job.progress, job.cancel.is_set, published)
+            return engine.complete(prepared, job.progress, job.cancel.is_set, published, shown)
 
     return Job(f"run {prepared.chunk.sha256[:8]}", target).start()
 
