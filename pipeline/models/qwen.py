@@ -46,6 +46,7 @@ class QwenGGUF:
         self.name = self.path.stem
         self.lock = threading.RLock()
         self._llm = None
+        self._ready = False  # loaded in full: a caller need not wait for the lock another call holds
         self._yes: list[int] = []
         self._no: list[int] = []
         self.sequences = 1  # what the loaded context holds (``SEQUENCES`` unless llama.cpp refused it)
@@ -58,6 +59,8 @@ class QwenGGUF:
         return self._llm
 
     def load(self) -> None:
+        if self._ready:  # no lock: a prefix being read in the background must not hold up a stage that
+            return       # only needs the model to exist (the accept model decides without it)
         with self.lock:
             if self._llm is not None:
                 return
@@ -82,9 +85,11 @@ class QwenGGUF:
             tok = self._llm.tokenize
             self._yes = sorted({tok(w.encode(), add_bos=False)[0] for w in ("yes", "Yes", " yes", " Yes")})
             self._no = sorted({tok(w.encode(), add_bos=False)[0] for w in ("no", "No", " no", " No")})
+            self._ready = True
 
     def close(self) -> None:
         with self.lock:
+            self._ready = False
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
