@@ -23,7 +23,7 @@ from pipeline.trace import ProgressEvent
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.5  # how often the progress box redraws itself
+POLL_S = 1.0  # how often the progress box redraws itself (each redraw takes CPU from Qwen on 2 cores)
 # A session-bound job stops once its page has been gone this long (a closed tab; a brief reconnect is not)
 ORPHAN_GRACE_S = 60.0
 
