@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark and write BENCHMARKS.md from bench/results/*.json.
 
-python -m bench [retrieval models scale rst_parse batch_throughput]   (default: all)
+python -m bench [retrieval models scale rst_parse batch_throughput dashboard ...]   (default: all)
 python -m bench --render                   (only rewrite BENCHMARKS.md from stored results)
 """
 
@@ -15,7 +15,7 @@ from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode",
-          "kb_encode", "renames", "long_chunk"]
+          "kb_encode", "renames", "long_chunk", "dashboard"]
 
 
 def _load(name: str) -> dict | None:
@@ -121,6 +121,9 @@ def render() -> str:
     from bench.cold_start import section as cold_start_section
 
     lines += cold_start_section(_load("cold_start"))
+    from bench.dashboard import section as dashboard_section
+
+    lines += dashboard_section(_load("dashboard"))
     from bench.query_encode import section as query_encode_section
 
     lines += query_encode_section(_load("query_encode"))
