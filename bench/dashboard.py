@@ -151,7 +151,7 @@ def section(data: dict | None) -> list[str]:
           f"{s[name]['lists']:g} |"
           for name, label in (("naive", "naive: full GC after every script run, progress every 0.5 s"),
                               ("shipped", "shipped: no GC after script runs, progress every 1 s"))),
-        f"| validate stage, naive / shipped | | | **{s['ratio_validate']:.1f}×** | |",
+        f"| validate stage, naive / shipped | | | **{s['ratio_validate']:.1f}×** | |", "",
     ]
 
 
