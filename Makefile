@@ -72,7 +72,7 @@ test: models index train browser
 lint: install
 	$(TIMED) lint $(VENV)/bin/ruff check .
 
-bench: models index train
+bench: models index train browser
 	$(PY) -m bench
 
 freeze:

@@ -23,6 +23,7 @@ import os
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -98,8 +99,9 @@ def one(page: Page, url: str, code: str) -> dict:
 def main(runs: int = 3) -> dict:
     from playwright.sync_api import sync_playwright
 
-    if not CHROMIUM.is_file():
-        raise SystemExit(f"{CHROMIUM} not found: install Debian's chromium (`make browser`)")
+    if not CHROMIUM.is_file():  # the other suites still run; the stored result stays
+        print(f"skipping bench.dashboard: {CHROMIUM} not found (`make browser` installs it)", file=sys.stderr)
+        return {}
     reference = (ROOT / "fixtures" / "reference_chunk.gd").read_text()
     samples: dict[str, list[dict]] = {name: [] for name in SETTINGS}
     stamp = time.strftime("%H%M%S")
