@@ -92,3 +92,32 @@ def test_a_prompt_past_the_context_fails_at_once_with_a_clear_error() -> None:
         lm.complete(prefix, grammar, max_tokens=32)
     with pytest.raises(ModelError, match="exceeds the context"):
         lm.complete_many(prefix, [_tail(lm, 0), _tail(lm, 1)], grammar, max_tokens=32)
+
+
+@pytest.mark.model
+def test_a_loaded_model_does_not_wait_for_the_lock_a_background_read_holds() -> None:
+    # The dashboard reads a chunk's prefix in the background while it holds the model's lock; the validate
+    # stage only needs the model to exist, and its decisions waited ~10 s for that read to end.
+    import threading
+
+    lm = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=512)
+    lm.load()
+    held, release = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        with lm.lock:
+            held.set()
+            release.wait(60)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        assert held.wait(10)
+        done = threading.Event()
+        threading.Thread(target=lambda: (lm.load(), done.set()), daemon=True).start()
+        assert done.wait(10), "load() of a loaded model waited for the lock"
+    finally:
+        release.set()
+        t.join()
+    lm.close()
+    assert not lm._ready and lm._llm is None  # closed: the next load() takes the lock and loads again
