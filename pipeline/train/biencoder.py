@@ -69,7 +69,7 @@ def _ir_evaluator(queries: list[Query], store: KBStore, recipe: BiEncoderRecipe)
 def asymmetric(base: str, query_max_length: int):
     """MiniLM twice behind a Router: a trainable query route, a frozen document route."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize, Pooling, Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Router, Transformer
 
     def tower(max_len: int) -> list:
         tr = Transformer(base, max_seq_length=max_len, model_kwargs={"local_files_only": True},
