@@ -58,7 +58,6 @@ from pipeline.stages.results import (
 from pipeline.stages.union import Union
 from pipeline.stages.validate import Validate, VerdictCache
 from pipeline.trace import (
-    LIST_PENDING,
     AlternativeTrace,
     ChunkInfo,
     FinalItem,
@@ -430,14 +429,12 @@ class Engine:
             progress(ProgressEvent("validate", done, total, alt.name, what))
 
         def decided(partial: ValidateResult) -> None:  # shown while Qwen writes the evidence lists
-            if on_update is None:
-                return
             shown = stage.trace(partial)
-            n = sum(1 for r in shown.rows if r.listing == LIST_PENDING)
             shown.status = "pending"
-            shown.message = "; ".join(filter(None, [
-                f"decided: Qwen is now writing the evidence lists of {n} accepted record(s)", shown.message]))
+            shown.message = "; ".join(filter(None, [f"decided: Qwen is now writing the evidence lists of "
+                                                    f"{shown.writing_lists} accepted record(s)", shown.message]))
             alt.validation, alt.final = shown, partial.final
+            assert on_update is not None
             on_update()
 
         result = stage.run(prepared.chunk, alt.final, tick, stop, decided if on_update is not None else None)

@@ -323,6 +323,12 @@ class ValidateTrace(StageTrace[ValidateRow]):
                 f"{self.lists_ms / 1000:.1f} s of this stage's {self.ms / 1000:.1f} s.")
 
     @property
+    def writing_lists(self) -> int:
+        """Accepted records whose evidence lists Qwen is writing now: the decisions are shown before them
+        (the stage is then still pending, with its rows)."""
+        return sum(1 for r in self.rows if r.listing == LIST_PENDING) if self.status == "pending" else 0
+
+    @property
     def judged_rows(self) -> list[ValidateRow]:
         """The candidates in the validator's scope (judged, or cancelled before their turn)."""
         return [r for r in self.rows if r.in_scope]

@@ -96,7 +96,7 @@ def _validate_node(a: AlternativeTrace, s: Settings) -> tuple[str, int | None, s
     title = f"Validator · top {s.validator_top_k}"
     judged = len(v.judged_rows) if v is not None else 0
     n, text, t = _stage_text(v, f"{judged} judged", s.judge_seconds())
-    if v is not None and v.status == "pending" and v.rows:  # decided; the evidence lists are being written
+    if v is not None and v.writing_lists:  # decided; the evidence lists are being written
         return title, judged, f"{judged} judged", "evidence lists…"
     if v is not None and v.status == "pending":
         text = f"{s.validator_top_k} to judge"
@@ -110,7 +110,7 @@ def _final_node(a: AlternativeTrace) -> tuple[int | None, str, Status]:
     n_acc = sum(1 for it in a.final if it.accepted)
     if v is None or v.status in ("skipped", "not_run"):
         return None, f"{len(a.final)} ranked, none judged", "skipped"
-    if v.status == "pending" and v.rows:  # decided; the evidence lists are being written
+    if v.writing_lists:  # decided; the evidence lists are being written
         return n_acc, f"{n_acc} of {len(a.final)}", "pending"
     if v.status == "pending":
         return None, "waiting", "pending"
@@ -265,6 +265,6 @@ def pending_seconds(trace: Trace) -> float:
 
 def eta(scheduled: Trace, now: Trace, elapsed_s: float) -> Eta:
     """``scheduled``: the fast phase's trace (what the model phase set out to do); ``now``: the latest one."""
-    running = tuple(f"{name} {'evidence lists' if st.name == 'validate' and st.rows else st.name}"
+    running = tuple(f"{name} {'evidence lists' if a.validation is st and st.writing_lists else st.name}"
                     for name, a in now.alternatives.items() for st in a.stages if st.status == "pending")
     return Eta(pending_seconds(scheduled), pending_seconds(now), elapsed_s, running)

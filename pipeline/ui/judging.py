@@ -9,7 +9,7 @@ import streamlit as st
 
 from pipeline.kb.store import KBStore
 from pipeline.settings import AltName
-from pipeline.trace import LIST_PENDING, LISTED, Trace, ValidateRow, ValidateTrace
+from pipeline.trace import LISTED, Trace, ValidateRow, ValidateTrace
 from pipeline.ui import charts, views
 from pipeline.ui.common import (
     ICON_NO,
@@ -34,7 +34,7 @@ def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltN
     for name, alt in for_each_alt(trace, lambda n, a: f"{n} · validator"):
         stage = alt.validation
         if name in pending and stage is not None and stage.status == "pending":
-            if stage.rows:  # decided; Qwen is writing the accepted records' evidence lists
+            if stage.writing_lists:  # decided; Qwen is writing the accepted records' evidence lists
                 st.info(f"{stage.message[:1].upper()}{stage.message[1:]}. The decisions below are final; each "
                         "accepted record's evidence fills in when its list is written.", icon=ICON_WAIT)
                 _validate(stage, trace.chunk.text, store, f"{key}_{name}")
@@ -76,8 +76,7 @@ def _summary(stage: ValidateTrace) -> None:
                 help="Decided without asking Qwen (calls saved): it could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
-    writing = sum(1 for r in stage.rows if r.listing == LIST_PENDING)
-    c[5].metric("evidence lists", f"{writing} being written" if writing else stage.lists,
+    c[5].metric("evidence lists", f"{stage.writing_lists} being written" if stage.writing_lists else stage.lists,
                 help="Evidence lists Qwen was asked for now, for the accepted records, after the decision "
                      f"({stage.lists_cached} more read from the cache).")
 

@@ -217,7 +217,7 @@ def panel_final(trace: Trace, store: KBStore | None, pending: Collection[AltName
         # The split tables already say the decision; the hidden columns stay in the data (and in exports).
         cfg: dict[str, object] = {"score": st.column_config.NumberColumn(format="%.4f"), "source": None,
                                   "decision": None}
-        if name in pending and alt.validation is not None and alt.validation.rows:
+        if name in pending and alt.validation is not None and alt.validation.writing_lists:
             st.info("Decided: Qwen is writing the accepted records' evidence lists, so the evidence column shows "
                     "the shared facts until then, and the downloads wait for it.", icon=ICON_WAIT)
             _final_tables(name, alt, key, cfg)
