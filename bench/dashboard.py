@@ -17,21 +17,16 @@ alternate between blocks, so drifting load touches both alike. Needs Debian's ch
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.common import ROOT, save, spread_s
+from bench.server import serve
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -42,37 +37,6 @@ SETTINGS: dict[str, dict[str, str]] = {
     "shipped": {},
 }
 TIMEOUT_MS = 240_000
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serve(extra: dict[str, str]) -> Iterator[str]:
-    """``streamlit run app.py`` on a free port with ``extra`` in its environment; a temp trace cache."""
-    port = _port()
-    with tempfile.TemporaryDirectory(prefix="gdpoc-bench-traces-") as traces:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "GDPOC_TRACE_CACHE": traces, **extra}
-        cmd = [str(ROOT / ".venv" / "bin" / "streamlit"), "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--server.address", "127.0.0.1"]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            for _ in range(120):
-                with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-                time.sleep(1)
-            else:
-                raise RuntimeError("streamlit did not start within 120 s")
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 def one(page: Page, url: str, code: str) -> dict:
@@ -110,7 +74,7 @@ def main(runs: int = 3) -> dict:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
         for block in range(2):  # naive, shipped, naive, shipped
             for name, extra in SETTINGS.items():
-                with serve(extra) as url:
+                with serve(Path(tempfile.gettempdir()) / f"gdpoc-bench-dashboard-{name}.log", extra) as url:
                     page = browser.new_page(viewport={"width": 1366, "height": 900}, accept_downloads=True)
                     for k in range(1 + (runs + 1 - block) // 2):  # run 0 warms the server up
                         n += 1

@@ -14,19 +14,14 @@ and reranker scores are cached on disk, so a second run takes about a minute.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from bench.server import ServerFailed, serve
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page, ViewportSize
@@ -99,59 +94,15 @@ def _require_chromium() -> None:
         pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (`apt-get install chromium`, or `make browser`)")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _log_tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"streamlit exited with code {proc.returncode} before answering:\n{_log_tail(log)}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1.0)
-    pytest.fail(f"streamlit did not answer {url} within {SERVER_START_S:.0f} s:\n{_log_tail(log)}")
-
-
 @contextlib.contextmanager
 def _serve(log_name: str) -> Iterator[str]:
     """A real ``streamlit run app.py`` on a free localhost port, always stopped at the end."""
     _require_chromium()  # before the server: no point in loading models for a missing browser
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    log = ARTIFACTS / log_name
-    traces = tempfile.mkdtemp(prefix="gdpoc-e2e-traces-")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "GDPOC_TRACE_CACHE": traces}
-    cmd = [str(REPO / ".venv" / "bin" / "streamlit"), "run", "app.py", "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            _wait_healthy(proc, f"http://127.0.0.1:{port}/_stcore/health", log)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=20)
-            shutil.rmtree(traces, ignore_errors=True)
+    try:
+        with serve(ARTIFACTS / log_name, start_s=SERVER_START_S) as url:
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
 
 
 @contextlib.contextmanager
