@@ -31,7 +31,7 @@ from pipeline.models.base import Cancelled, Embedder, Reranker, Validator
 from pipeline.models.hub import ModelHub
 from pipeline.models.learned import LearnedRanker
 from pipeline.models.provision import ModelError
-from pipeline.settings import POLICIES, TRAINED, AltName, Settings
+from pipeline.settings import CHEAP_RERANKERS, POLICIES, TRAINED, AltName, Settings
 from pipeline.stages import scope
 from pipeline.stages.bm25 import BM25Retriever
 from pipeline.stages.calibrated import Calibrated
@@ -309,7 +309,14 @@ class Engine:
         ``on_update`` when a stage still running has something to show (the validator's decisions before
         Qwen's evidence lists)."""
         stop = cancelled or _never
-        for name, alt in prepared.trace.alternatives.items():
+        alts = prepared.trace.alternatives
+        if prepared.settings.reranker in CHEAP_RERANKERS:  # F's ranking in a moment, not after D's Qwen work
+            for alt in alts.values():
+                if alt.rerank is not None and alt.rerank.status == "pending":
+                    self._rerank(prepared, alt, progress, stop)
+                    if on_update is not None:
+                        on_update()
+        for name, alt in alts.items():
             if alt.rerank is not None and alt.rerank.status == "pending":
                 self._rerank(prepared, alt, progress, stop)
             if alt.validation is not None and alt.validation.status == "pending":

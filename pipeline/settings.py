@@ -47,6 +47,8 @@ assert set(POLICIES) == set(get_args(AcceptPolicy)), "every accept policy needs 
 SECONDS_PER_JUDGEMENT: dict[ValidatorModel, float] = {"qwen-1.5b": 3.0, "qwen-0.5b": 1.2}
 SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"learned": 0.002, "bge": 0.04, "qwen": 1.9, "qwen-pmi": 2.0,
                                                         "none": 0.0}
+# Rerankers fast enough to run before any alternative's validation: F's list shows while D's Qwen works
+CHEAP_RERANKERS: frozenset[RerankerBackend] = frozenset({"learned", "bge"})
 SECONDS_FAST_PHASE = 1.0  # query, both legs, union, fusion
 
 

@@ -13,7 +13,7 @@ from pipeline.stages.validate import VerdictCache
 from pipeline.trace import LIST_PENDING, LISTED, Trace
 from pipeline.ui.flow import alternative_nodes
 from pipeline.ui.views import validate_sent
-from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub
+from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub, OverlapReranker
 
 
 def _linear(names: list[str], weights: dict[str, float], intercept: float) -> Linear:
@@ -162,3 +162,29 @@ def test_without_an_accept_model_the_rules_decide_and_say_so() -> None:
     assert v is not None and v.policy == "qwen_and_evidence" and v.accept_model is None
     assert "accept model unavailable" in v.message and "rule-based policy" in v.message
     assert all(r.p is None for r in v.judged_rows)
+
+
+class AnyRerankerHub(FreeOnlyHub):
+    """Every reranker backend is the term-overlap scorer: only how the engine orders the stages differs."""
+
+    def reranker(self, s: Settings, kb_hash: str) -> OverlapReranker:
+        return OverlapReranker()
+
+
+@pytest.mark.parametrize("backend", ["bge", "qwen"])
+def test_a_cheap_reranker_ranks_f_before_ds_validator_runs(backend: str,
+                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    """F's list was drawn only after D's Qwen work; a reranker that takes a moment now runs first, and a
+    Qwen reranker (a minute) still waits, so D's decisions come first there."""
+    eng = Engine.open([SMALL_KB], hub=AnyRerankerHub())
+    eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
+    prepared = eng.prepare(DASH_CHUNK, Settings(reranker=backend, validator_top_k=6))
+    shown: list[tuple[str, str]] = []
+
+    def update() -> None:
+        alts = prepared.trace.alternatives
+        shown.append((alts["F"].rerank.status, alts["D"].validation.status))
+
+    eng.complete(prepared, on_update=update)
+    assert shown, "nothing was published before the run ended"
+    assert shown[0] == (("ok", "pending") if backend == "bge" else ("pending", "pending")), shown
