@@ -23,6 +23,7 @@ from pipeline.config import FIXTURES
 from pipeline.engine import Engine
 from pipeline.errors import NotUtf8, decode_line, describe
 from pipeline.intervals import Interval, Paired
+from pipeline.models.base import Cancelled
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent, RecordRef, Trace
 
@@ -221,13 +222,17 @@ def accept_metrics(traces: dict[str, Trace], chunks: list[LabelledChunk]) -> dic
 
 
 def evaluate_set(engine: Engine, chunks: list[LabelledChunk], settings: Settings,
-                 progress: Callable[[ProgressEvent], None] | None = None) -> EvalReport:
+                 progress: Callable[[ProgressEvent], None] | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> EvalReport:
+    """Every chunk through ``engine``; ``cancelled`` also stops a chunk's model stages (raises Cancelled)."""
     traces: dict[str, Trace] = {}
     runs: dict[str, dict[str, list[str]]] = {}
     for n, c in enumerate(chunks):
         if progress:
             progress(ProgressEvent("evaluate", n, len(chunks), note=c.id))
-        trace = engine.run(c.code, settings)
+        trace = engine.run(c.code, settings, cancelled=cancelled)
+        if cancelled is not None and cancelled():  # a cut-short trace would count as a bad ranking
+            raise Cancelled
         traces[c.id] = trace
         for system, ranking in system_rankings(trace).items():
             runs.setdefault(system, {})[c.id] = ranking

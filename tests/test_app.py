@@ -480,6 +480,22 @@ def test_reference_chunk_accepts_the_2d_tutorial_not_the_3d_one() -> None:
     assert not [w.value for w in at.warning if "not ready" in w.value]
 
 
+def test_cancelling_an_evaluation_reaches_the_running_chunks_model_stages(engine) -> None:
+    """Cancel once stopped only between chunks, and a chunk under F's Qwen reranker runs about a minute."""
+    from pipeline.evaluate import evaluate_set, load_set
+    from pipeline.models.base import Cancelled
+
+    asked: list[int] = []
+
+    def cancelled() -> bool:
+        asked.append(1)
+        return True
+
+    with pytest.raises(Cancelled):
+        evaluate_set(engine, load_set(split="test")[:3], Settings(run_validator=False), cancelled=cancelled)
+    assert len(asked) >= 2, "the first chunk's reranker was never asked whether to stop"
+
+
 def test_evaluation_report_shows_each_figures_interval_and_the_paired_tests(engine) -> None:
     from pipeline.evaluate import evaluate_set, load_set
 

@@ -25,10 +25,11 @@ from pipeline.evaluate import (
     load_set,
 )
 from pipeline.intervals import p_text
+from pipeline.models.base import Cancelled
 from pipeline.settings import Settings
 from pipeline.trace import ProgressEvent
 from pipeline.ui import charts
-from pipeline.ui.jobs import Job, current_session
+from pipeline.ui.jobs import Job, JobCancelled, current_session
 
 SYSTEM_ORDER = ["bm25", "embedding", "D union", "F union", "D", "F"]
 SYSTEM_LABELS = {"bm25": "BM25 leg", "embedding": "embedding leg", "D union": "D union", "F union": "F union",
@@ -117,7 +118,10 @@ def start_eval(engine: Engine, chunks: list[LabelledChunk], settings: Settings) 
             job.check()  # cancel between chunks
             job.progress(event)
 
-        return evaluate_set(engine, chunks, settings, progress)
+        try:
+            return evaluate_set(engine, chunks, settings, progress, job.cancel.is_set)
+        except Cancelled:  # Cancel stopped a chunk's model stages (a Qwen reranker takes a minute a chunk)
+            raise JobCancelled from None
 
     # nobody can see an evaluation's result once its tab is closed: it stops instead of holding the CPU
     return Job("evaluation", target, session_id=current_session()).start()
