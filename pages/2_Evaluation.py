@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pipeline.settings import SECONDS_PER_JUDGEMENT, AltName
+from pipeline.settings import AltName
 from pipeline.ui import common, engines, jobs, render, sidebar
 from pipeline.ui import evaluation as ev
 from pipeline.ui.inputs import ALT_CHOICES, ALT_LABELS
@@ -47,18 +47,17 @@ if labelled is not None and settings is not None:
         n = c1.slider("Chunks to evaluate (from the top of the set)", 1, total, total, key="eval_n")
         alts = c2.radio("Alternatives", list(ALT_CHOICES), horizontal=True, key="eval_alts",
                         format_func=ALT_LABELS.__getitem__)
-        per_judgement = SECONDS_PER_JUDGEMENT[settings.validator_model]
+        chars = ev.mean_chars(labelled, n)
         with_validation = st.checkbox(
-            f"Include validation — slow: {settings.validator_model} judges the top {settings.validator_top_k} "
-            f"of each alternative at ~{per_judgement:g} s per candidate (cached verdicts are free)",
-            value=False, key="eval_validate")
+            f"Include validation — slow: {ev.validation_cost(settings, chars)} (cached verdicts and evidence lists "
+            "are free)", value=False, key="eval_validate")
         chosen = settings.model_copy(update={"alternatives": ALT_CHOICES[alts], "run_validator": with_validation})
         rerank_s = chosen.rerank_seconds()
         # Only a slow reranker (Qwen, a cross-encoder) is worth a hint; the learned one costs milliseconds.
         slow = (f" (F's reranker: {settings.reranker}, ~{common.fmt_duration(rerank_s)} per chunk and not cached; "
                 "choose “learned” or “none” in the sidebar for a quick pass)") if rerank_s >= 1.0 else ""
-        st.caption(f"{labelled.name}: {total} chunks. Rough time for {n} chunk(s) on this CPU: "
-                   f"~{common.fmt_duration(chosen.estimate_seconds(n))}{slow}.")
+        st.caption(f"{labelled.name}: {total} chunks. Rough time for {n} chunk(s) on this CPU with cold caches: "
+                   f"~{common.fmt_duration(chosen.estimate_seconds(n, chars))}{slow}.")
         if st.button("Run evaluation", type="primary", key="eval_run"):
             request = (n, with_validation, ALT_CHOICES[alts])
 

@@ -50,6 +50,12 @@ SECONDS_PER_RERANK_DOC: dict[RerankerBackend, float] = {"learned": 0.002, "bge":
 # Rerankers fast enough to run before any alternative's validation: F's list shows while D's Qwen works
 CHEAP_RERANKERS: frozenset[RerankerBackend] = frozenset({"learned", "bge"})
 SECONDS_FAST_PHASE = 1.0  # query, both legs, union, fusion
+# The calibrated policy decides on p; Qwen reads the chunk once (≈40 prompt tokens/s for 1.5B, FINDINGS.md)
+# and writes the accepted records' evidence lists side by side (5.6 s for the reference chunk's four, loaded).
+READ_TOKENS_PER_S: dict[ValidatorModel, float] = {"qwen-1.5b": 40.0, "qwen-0.5b": 100.0}
+SECONDS_EVIDENCE_LISTS: dict[ValidatorModel, float] = {"qwen-1.5b": 6.0, "qwen-0.5b": 3.0}
+CHARS_PER_TOKEN = 3.2  # GDScript under Qwen's tokenizer, roughly
+TYPICAL_CHUNK_CHARS = 1200  # when no chunk is known yet (the Evaluation page's estimate)
 
 
 class Settings(BaseModel):
@@ -144,9 +150,17 @@ class Settings(BaseModel):
         """Whether anything beyond the fast phase (query, legs, union, fusion) runs."""
         return self.run_validator or self.reranks
 
-    def judge_seconds(self) -> float:
-        """Rough seconds for one alternative's judgements on a cold verdict cache."""
-        return SECONDS_PER_JUDGEMENT[self.validator_model] * self.validator_top_k if self.judges else 0.0
+    def judge_seconds(self, code_chars: int | None = None) -> float:
+        """Rough seconds for one alternative's validation on cold caches, for a chunk of ``code_chars``."""
+        if not self.judges:
+            return 0.0
+        m = self.validator_model
+        if self.accept_policy == "calibrated":  # Qwen reads the chunk (as far as it is shown) and writes lists
+            from pipeline.evidence import MODEL_CODE_CHARS
+
+            chars = min(code_chars or TYPICAL_CHUNK_CHARS, MODEL_CODE_CHARS)
+            return chars / CHARS_PER_TOKEN / READ_TOKENS_PER_S[m] + SECONDS_EVIDENCE_LISTS[m]
+        return SECONDS_PER_JUDGEMENT[m] * self.validator_top_k
 
     def rerank_count(self, union: int) -> int:
         """How many of a union's ``union`` candidates F's reranker scores: the learned ranker reads features the
@@ -156,6 +170,6 @@ class Settings(BaseModel):
     def rerank_seconds(self) -> float:
         return SECONDS_PER_RERANK_DOC[self.reranker] * self.rerank_top_n if self.reranks else 0.0
 
-    def estimate_seconds(self, n_chunks: int = 1) -> float:
-        per = SECONDS_FAST_PHASE + self.rerank_seconds() + self.judge_seconds() * len(self.alternatives)
+    def estimate_seconds(self, n_chunks: int = 1, code_chars: int | None = None) -> float:
+        per = SECONDS_FAST_PHASE + self.rerank_seconds() + self.judge_seconds(code_chars) * len(self.alternatives)
         return per * n_chunks

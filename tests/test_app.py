@@ -386,13 +386,14 @@ def test_flow_nodes_and_eta_while_the_model_stages_are_pending() -> None:
     assert nodes[("F", "ranking")].status == "pending"
     assert nodes[("F", "ranking")].count_text == f"{min(s.rerank_top_n, union_f.count)} to score"
     assert {nodes[(a, "validate")].status for a in "DF"} == {"pending"}
-    assert nodes[("D", "validate")].time_text == f"~{s.judge_seconds():.0f} s est."
+    chars = len(prepared.trace.chunk.text)
+    assert nodes[("D", "validate")].time_text == f"~{s.judge_seconds(chars):.0f} s est."
     assert nodes[("D", "ranking")].status == "ok"  # fusion is part of the fast phase
-    estimate = s.rerank_seconds() + 2 * s.judge_seconds()
+    estimate = s.rerank_seconds() + 2 * s.judge_seconds(chars)
     first = flow.eta(prepared.trace, prepared.trace, 0.0)
-    assert (first.estimate_s, first.left_s) == (estimate, estimate)
+    assert (first.estimate_s, first.left_s) == pytest.approx((estimate, estimate))
     assert set(first.running) == {"D validate", "F rerank", "F validate"}
-    assert flow.eta(prepared.trace, prepared.trace, 10.0).left_s == estimate - 10.0
+    assert flow.eta(prepared.trace, prepared.trace, 10.0).left_s == pytest.approx(estimate - 10.0)
     late = flow.eta(prepared.trace, prepared.trace, estimate + 5)
     assert late.left_s == 0.0 and "over the" in late.text
     done = prepared.trace.model_copy(deep=True)

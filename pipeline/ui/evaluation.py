@@ -152,6 +152,21 @@ class EvalRun:
         self.job = None
 
 
+def mean_chars(labelled: LabelledSet, n: int) -> int:
+    """The mean size of the first ``n`` chunks: Qwen's reading time follows it."""
+    chunks = labelled.chunks[:n]
+    return sum(len(c.code) for c in chunks) // max(len(chunks), 1)
+
+
+def validation_cost(s: Settings, code_chars: int) -> str:
+    """What validating one chunk costs under ``s``, in words, for the option that turns it on."""
+    secs = f"~{s.judge_seconds(code_chars):.0f} s per chunk and alternative"
+    if s.accept_policy == "calibrated":
+        return (f"the accept model decides on the top {s.validator_top_k}, then {s.validator_model} reads the chunk "
+                f"and writes each accepted record's evidence list ({secs})")
+    return f"{s.validator_model} judges the top {s.validator_top_k} of each alternative ({secs})"
+
+
 def submit(engine: Engine, labelled: LabelledSet, n: int, settings: Settings) -> EvalRun:
     """Start (or take from this session's cache) an evaluation of the first ``n`` chunks."""
     chunks = labelled.chunks[:n]
@@ -159,7 +174,7 @@ def submit(engine: Engine, labelled: LabelledSet, n: int, settings: Settings) ->
     old: EvalRun | None = st.session_state.get("eval")
     if old is not None and old.job is not None and not old.job.done:
         old.job.cancel.set()
-    run = EvalRun(key, labelled.name, chunks, engine, settings.estimate_seconds(n))
+    run = EvalRun(key, labelled.name, chunks, engine, settings.estimate_seconds(n, mean_chars(labelled, n)))
     run.report = st.session_state.setdefault("eval_cache", {}).get(key)
     if run.report is None:
         run.job = start_eval(engine, chunks, settings)

@@ -91,11 +91,11 @@ def _ranking_node(a: AlternativeTrace, s: Settings) -> tuple[str, int | None, st
     return title, (r.scored if r is not None and n is not None else n), text, t
 
 
-def _validate_node(a: AlternativeTrace, s: Settings) -> tuple[str, int | None, str, str]:
+def _validate_node(a: AlternativeTrace, s: Settings, code_chars: int | None) -> tuple[str, int | None, str, str]:
     v = a.validation
     title = f"Validator · top {s.validator_top_k}"
     judged = len(v.judged_rows) if v is not None else 0
-    n, text, t = _stage_text(v, f"{judged} judged", s.judge_seconds())
+    n, text, t = _stage_text(v, f"{judged} judged", s.judge_seconds(code_chars))
     if v is not None and v.writing_lists:  # decided; the evidence lists are being written
         return title, judged, f"{judged} judged", "evidence lists…"
     if v is not None and v.status == "pending":
@@ -117,8 +117,8 @@ def _final_node(a: AlternativeTrace) -> tuple[int | None, str, Status]:
     return n_acc, f"{n_acc} of {len(a.final)}", "ok"
 
 
-def alternative_nodes(a: AlternativeTrace, s: Settings) -> list[FlowNode]:
-    """The six nodes of one alternative, left to right."""
+def alternative_nodes(a: AlternativeTrace, s: Settings, code_chars: int | None = None) -> list[FlowNode]:
+    """The six nodes of one alternative, left to right (``code_chars``: the chunk's size, for the estimates)."""
     total = a.ms or 1.0
 
     def node(column: Column, title: str, stage: AnyStage | None, n: int | None, text: str, t: str) -> FlowNode:
@@ -136,7 +136,7 @@ def alternative_nodes(a: AlternativeTrace, s: Settings) -> list[FlowNode]:
     out.append(node("union", "Union", a.union, n, text, t))
     title, n, text, t = _ranking_node(a, s)
     out.append(node("ranking", title, a.ranking, n, text, t))
-    title, n, text, t = _validate_node(a, s)
+    title, n, text, t = _validate_node(a, s, code_chars)
     out.append(node("validate", title, a.validation, n, text, t))
     n_acc, text, status = _final_node(a)
     out.append(FlowNode(a.name, "final", "Accepted", n_acc, text, a.ms, status, 0.0, f"total {fmt_ms(a.ms)}"))
@@ -145,7 +145,8 @@ def alternative_nodes(a: AlternativeTrace, s: Settings) -> list[FlowNode]:
 
 def flow_nodes(trace: Trace) -> list[FlowNode]:
     """Every alternative's nodes, in the trace's order (D before F)."""
-    return [n for a in trace.alternatives.values() for n in alternative_nodes(a, trace.settings)]
+    chars = len(trace.chunk.text)
+    return [n for a in trace.alternatives.values() for n in alternative_nodes(a, trace.settings, chars)]
 
 
 def flow_frame(nodes: list[FlowNode], anchors: Mapping[Column, str] | None = None) -> pd.DataFrame:
@@ -253,13 +254,16 @@ class Eta:
         return f"still running: {what} · about {self.left_s:.0f} s left (of ~{self.estimate_s:.0f} s, cold cache)"
 
 
-def _stage_cost(stage: AnyStage, s: Settings) -> float:
-    return s.rerank_seconds() if stage.name == "rerank" else s.judge_seconds() if stage.name == "validate" else 0.0
+def _stage_cost(stage: AnyStage, s: Settings, code_chars: int) -> float:
+    if stage.name == "rerank":
+        return s.rerank_seconds()
+    return s.judge_seconds(code_chars) if stage.name == "validate" else 0.0
 
 
 def pending_seconds(trace: Trace) -> float:
     """The cost estimate of every stage still pending in ``trace``."""
-    return sum(_stage_cost(st, trace.settings) for a in trace.alternatives.values() for st in a.stages
+    chars = len(trace.chunk.text)
+    return sum(_stage_cost(st, trace.settings, chars) for a in trace.alternatives.values() for st in a.stages
                if st.status == "pending")
 
 

@@ -40,9 +40,12 @@ def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltN
                 _validate(stage, trace.chunk.text, store, f"{key}_{name}")
                 continue
             s = trace.settings
-            stage_notice(None, waiting=f"Qwen is judging the top {s.validator_top_k} candidates (~"
-                                       f"{s.judge_seconds():.0f} s with {s.validator_model} on a cold cache); "
-                                       "this panel fills in when it is done.")
+            secs = f"~{s.judge_seconds(len(trace.chunk.text)):.0f} s with {s.validator_model} on cold caches"
+            what = (f"The accept model is deciding on the top {s.validator_top_k} candidates; then Qwen reads the "
+                    f"chunk and writes the evidence list of each accepted record ({secs})"
+                    if s.accept_policy == "calibrated" else
+                    f"Qwen is judging the top {s.validator_top_k} candidates ({secs})")
+            stage_notice(None, waiting=f"{what}; this panel fills in when it is done.")
             continue
         if not stage_notice(stage):
             continue
