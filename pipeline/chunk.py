@@ -54,14 +54,14 @@ def prepare_chunk(data: bytes | str, *, max_bytes: int = MAX_CHUNK_BYTES, trunca
     notices: list[str] = []
     raw = data.encode("utf-8", errors="surrogatepass") if isinstance(data, str) else data
     if b"\x00" in raw[:8192]:
-        raise InputError("The input looks like a binary file (it contains NUL bytes); paste GDScript source text.")
+        raise InputError("The input looks like a binary file (it contains NUL bytes); give GDScript source text.")
     text = data if isinstance(data, str) else _decode(raw, notices)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         raise InputError("The chunk is empty; paste some GDScript code or pick an example.")
     controls = sum(1 for c in text[:8192] if ord(c) < 32 and c not in "\n\t\f\v")
     if controls > 0.05 * min(len(text), 8192):
-        raise InputError("The input looks like a binary file (many control characters); paste source text.")
+        raise InputError("The input looks like a binary file (many control characters); give GDScript source text.")
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         if not truncate:

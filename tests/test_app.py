@@ -235,13 +235,24 @@ def test_compare_page_draws_agreement_shifts_and_cost() -> None:
 def test_bad_chunk_is_a_message_not_a_traceback() -> None:
     at = _app(APP)
     at.run()
+    _no_models(at)
     at.radio(key="main_mode").set_value("Paste")
     at.run()
     at.text_area(key="main_text").set_value("   \n\t\n")
     at.button(key="main_run").click()
     at.run()
     assert not at.exception, _problems(at)
+    assert any("empty" in e.value for e in at.error) and not any("Still showing" in i.value for i in at.info)
+    # after a good run, a bad input says that the run on screen is the last one, not this input's
+    at.text_area(key="main_text").set_value("func _ready():\n\tprint(position)\n")
+    at.button(key="main_run").click()
+    at.run()
+    at.text_area(key="main_text").set_value("   \n")
+    at.button(key="main_run").click()
+    at.run()
+    assert not at.exception, _problems(at)
     assert any("empty" in e.value for e in at.error)
+    assert "Still showing the last run (pasted chunk, 2 lines); this input was not run." in [i.value for i in at.info]
 
 
 def test_a_long_chunk_is_searched_function_by_function_behind_a_bar_that_goes_away() -> None:

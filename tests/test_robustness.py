@@ -45,7 +45,7 @@ SMALL_KB = FIX / "user_kb" / "small.jsonl"
 # The pipeline without any Qwen: BM25 + MiniLM legs, F in union order.
 NO_QWEN = Settings(alternatives=("D", "F"), reranker="none", run_validator=False)
 EMPTY = "The chunk is empty; paste some GDScript code or pick an example."
-NUL_BINARY = "The input looks like a binary file (it contains NUL bytes); paste GDScript source text."
+NUL_BINARY = "The input looks like a binary file (it contains NUL bytes); give GDScript source text."
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_unusable_input_is_refused_with_a_clear_message(engine, name: str, messa
 def test_control_character_soup_is_refused() -> None:
     with pytest.raises(InputError) as exc:
         prepare_chunk(bytes(range(1, 32)) * 20)
-    assert str(exc.value) == "The input looks like a binary file (many control characters); paste source text."
+    assert str(exc.value) == "The input looks like a binary file (many control characters); give GDScript source text."
 
 
 def test_latin1_input_is_decoded_losslessly_with_a_notice(engine) -> None:
