@@ -344,6 +344,11 @@ def test_sidebar_defaults_are_the_settings_the_demo_warmer_uses() -> None:
     at.run()
     assert not at.exception, _problems(at)
     assert at.session_state["built"] == Settings()
+    # the margin threshold is Qwen's yes: live for the "Qwen yes" policies only, not the calibrated default
+    assert at.checkbox(key="s_custom_thr").disabled
+    at.selectbox(key="s_accept_policy").set_value("qwen_only")
+    at.run()
+    assert not at.checkbox(key="s_custom_thr").disabled
 
 
 def test_navigation_names_the_main_page_pipeline_and_reaches_every_page() -> None:

@@ -100,14 +100,18 @@ def _validator(default_on: bool) -> dict[str, Any]:
                                        "evidence. Off by default: the dev set grades about half of them "
                                        "irrelevant; the rule-graded sets grade them relevant.")
         default_thr = float(DEFAULT_THRESHOLDS.get(model, 1.0))
+        # Only the Qwen-yes policies read Qwen's yes/no margin; the calibrated one decides on p
+        says_yes = on and policy in ("qwen_and_evidence", "qwen_only")
         custom = st.checkbox(f"Custom margin threshold (default {default_thr:g})", False, key="s_custom_thr",
-                             disabled=not on, **KEEP)
+                             disabled=not says_yes, **KEEP,
+                             help="Where Qwen's yes/no margin counts as yes: for the “Qwen yes” policies only "
+                                  "(the calibrated policy decides on p and its own threshold).")
         threshold = number("Margin threshold", "margin_threshold", default=default_thr, step=0.1,
-                           disabled=not (custom and on))
+                           disabled=not (custom and says_yes))
         timeout_s = number("Timeout per candidate (s)", "timeout_s", step=5.0, disabled=not on)
     return {"run_validator": on, "validator_model": model, "validator_top_k": top_k, "accept_policy": policy,
             "class_accepts": class_accepts and on and policy == "calibrated",
-            "margin_threshold": threshold if custom else None, "timeout_s": timeout_s}
+            "margin_threshold": threshold if custom and says_yes else None, "timeout_s": timeout_s}
 
 
 _EMBEDDER_HELP = (f"“{TRAINED}”: the code query encoder trained from the docs (MiniLM until it is trained); "
