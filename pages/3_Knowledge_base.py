@@ -53,8 +53,9 @@ if engine is not None:
     text = f3.text_input("Text contains (all words)", key="kb_text", placeholder="e.g. AnimatedSprite2D play")
     hits = kb_browse.filter_frame(df, kinds, source, text)
     shown = hits.head(kb_browse.MAX_ROWS)
-    st.caption(f"{len(hits):,} matching records" + (f"; showing the first {len(shown):,}" if len(hits) > len(shown)
-                                                   else "") + ". Select a row to see the record.")
+    st.caption(f"{len(hits):,} matching record{'' if len(hits) == 1 else 's'}"
+               + (f"; showing the first {len(shown):,}" if len(hits) > len(shown) else "")
+               + (". Select a row to see the record." if len(hits) else ": loosen the filters above."))
     event = st.dataframe(shown.drop(columns=["search"]), hide_index=True, height=360, key="kb_table",
                          on_select="rerun", selection_mode="single-row",
                          column_config={"title": st.column_config.TextColumn(width="large")})

@@ -136,7 +136,7 @@ def _read_input(path: str) -> bytes:
 def _print_trace(trace) -> None:
     for note in trace.chunk.notices:
         typer.secho(f"note: {note}", fg=typer.colors.YELLOW)
-    typer.echo(f"chunk: {trace.chunk.n_lines} lines, {trace.chunk.language}, sha {trace.chunk.sha256[:12]}  "
+    typer.echo(f"chunk: {trace.chunk.lines_text}, {trace.chunk.language_name}, sha {trace.chunk.sha256[:12]}  "
                f"KB: {trace.kb.name} ({sum(trace.kb.counts.values()):,} records)")
     for name, alt in trace.alternatives.items():
         typer.secho(f"\n== {name}  [{alt.status}] {alt.message}", bold=True)

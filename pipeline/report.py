@@ -262,7 +262,7 @@ def side_by_side(trace: Trace, part: Callable[[AlternativeTrace, _Charts], Marku
 
 def section_chunk(trace: Trace, c: _Charts) -> Markup:
     ch = trace.chunk
-    out = para(f"{ch.n_lines} lines, {ch.n_bytes:,} bytes, language guess: {ch.language}, sha256 {ch.sha256[:12]}")
+    out = para(f"{ch.lines_text}, {ch.n_bytes:,} bytes, language guess: {ch.language_name}, sha256 {ch.sha256[:12]}")
     for note in ch.notices:
         out += para(note, "note")
     out += Markup('<pre class="code">{}</pre>').format(ch.text)

@@ -389,6 +389,9 @@ class AlternativeTrace(BaseModel):
         return sum(s.ms for s in self.stages)
 
 
+LANGUAGE_NAMES = {"gdscript": "GDScript", "csharp": "C#", "python": "Python", "javascript": "JavaScript"}
+
+
 class ChunkInfo(BaseModel):
     text: str
     sha256: str
@@ -398,6 +401,15 @@ class ChunkInfo(BaseModel):
     notices: list[str] = Field(default_factory=list)  # e.g. truncation, decoding repairs
     # a batch chunk's file declarations (its `extends`, typed members): the class-use rule reads them
     context: str = ""
+
+    @property
+    def lines_text(self) -> str:
+        return f"{self.n_lines:,} line{'' if self.n_lines == 1 else 's'}"
+
+    @property
+    def language_name(self) -> str:
+        """The guess as people write it ("C#", not "csharp")."""
+        return LANGUAGE_NAMES.get(self.language, self.language)
 
 
 class KBInfo(BaseModel):

@@ -113,7 +113,7 @@ def test_validator_panel_renders_without_contradictions() -> None:
     assert not any(t.startswith("Qwen: ") and "decided without Qwen" in t for t in text)  # the p line says it
     assert not any("not run" in t and "from cache" in t for t in text)
     table = next(df.value for df in at.dataframe if "Qwen asked" in df.value.columns)
-    assert set(table.loc[table["Qwen asked"] != "yes", "Qwen"]) == {""}  # no "not run" for a skipped call
+    assert set(table.loc[table["Qwen asked"] != "yes", "Qwen"]) == {"not asked"}  # no "not run" for a skipped call
 
 
 def _pending_script() -> None:
@@ -228,7 +228,7 @@ def _layers(spec: dict) -> list[dict]:
     return out
 
 
-def test_final_records_leave_qwen_blank_where_the_accept_model_decided_without_it() -> None:
+def test_final_records_say_qwen_was_not_asked_where_the_accept_model_decided_without_it() -> None:
     from pipeline.trace import FinalItem
     from pipeline.ui import views
 
@@ -237,7 +237,7 @@ def test_final_records_leave_qwen_blank_where_the_accept_model_decided_without_i
              FinalItem(record_id="docs:b", kind="docs_chunk", rank=2, score=0.5, verdict="yes", p=0.8, accepted=True),
              FinalItem(record_id="docs:c", kind="docs_chunk", rank=30, score=0.1, verdict="not_run")]
     qwen = list(views.final_frame(items)["Qwen"])
-    assert qwen[0] == "" and qwen[1] != "" and qwen[2] != ""  # decided without Qwen / asked / never judged
+    assert qwen[0] == "not asked" and qwen[1] == "yes" and qwen[2] == "not run"  # decided without / asked / unjudged
 
 
 def test_the_fast_phase_bar_counts_a_long_chunks_functions_and_nothing_else() -> None:

@@ -46,7 +46,7 @@ def accept(kb_hash: str) -> Path:
 
 
 KINDS = ("data", "query_map", "query_encoder", "ranker", "cross_encoder", "accept")
-WHAT = {"data": "training set (docs code ↔ sections)", "query_map": "F's code query map",
+WHAT = {"data": "training set (docs code ↔ sections)", "query_map": "code query map (D's and F's embedding leg)",
         "query_encoder": "fine-tuned query encoder (option)", "ranker": "F's learned ranker",
         "cross_encoder": "cross-encoder reranker (option)", "accept": "accept model"}
 

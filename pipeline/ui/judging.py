@@ -79,9 +79,10 @@ def _summary(stage: ValidateTrace) -> None:
                 help="Decided without asking Qwen (calls saved): it could not change these decisions.")
     c[3].metric("prompt tokens", f"{stage.prompt_tokens:,}", help="Tokens evaluated (after KV reuse).")
     c[4].metric("reused tokens", f"{stage.reused_tokens:,}", help="Shared SOURCE_CODE prefix not re-read.")
-    c[5].metric("evidence lists", f"{stage.writing_lists} being written" if stage.writing_lists else stage.lists,
-                help="Evidence lists Qwen was asked for now, for the accepted records, after the decision "
-                     f"({stage.lists_cached} more read from the cache).")
+    lists = (f"{stage.writing_lists} being written" if stage.writing_lists
+             else f"{stage.lists} + {stage.lists_cached} cached" if stage.lists_cached else stage.lists)
+    c[5].metric("evidence lists", lists, help="Evidence lists of the accepted records, after the decision: asked "
+                                              "of Qwen now, and read from the cache.")
 
 
 def _table(rows: list[ValidateRow], key: str, calibrated: bool) -> None:

@@ -28,7 +28,7 @@ def render_overview(run: RunState, key: str, anchors: Mapping[flow.Column, str] 
     """Chunk line, the flow strip, then the progress box (running) or the report button (finished)."""
     trace = run.view()
     note = f" · *{CACHE_NOTES[run.cache_origin or 'session']}*" if run.from_cache else ""
-    st.markdown(f"**Chunk:** {run.origin} · {run.chunk.n_lines} lines{note}")
+    st.markdown(f"**Chunk:** {run.origin} · {run.chunk.lines_text}{note}")
     running = run.job is not None and not run.job.done
     with guarded("The flow overview"):
         st.altair_chart(flow.flow_chart(flow.flow_nodes(trace), anchors), width="stretch", key=f"{key}_flow")

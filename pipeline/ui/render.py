@@ -60,12 +60,12 @@ def render_trace(trace: Trace, store: KBStore | None, *, pending: Collection[Alt
 # --- 1 raw chunk -------------------------------------------------------------------------------
 def panel_chunk(trace: Trace) -> None:
     c = trace.chunk
-    header(1, "Raw chunk", f"The code as the pipeline reads it: {c.n_lines} lines, {c.n_bytes:,} bytes, "
-                           f"language guess: {c.language}.", "panel-chunk")
+    header(1, "Raw chunk", f"The code as the pipeline reads it: {c.lines_text}, {c.n_bytes:,} bytes, "
+                           f"language guess: {c.language_name}.", "panel-chunk")
     for note in c.notices:
         st.warning(note)
     if c.language not in ("gdscript", "unknown"):
-        st.info(f"This looks like {c.language}, not GDScript: expect weak matches and rejections.")
+        st.info(f"This looks like {c.language_name}, not GDScript: expect weak matches and rejections.")
     st.code(c.text, language="gdscript" if c.language in ("gdscript", "unknown") else c.language,
             line_numbers=True, height="content" if c.n_lines <= 30 else 560)
     if c.context:

@@ -137,8 +137,7 @@ def start_run(engine: Engine, request: RunRequest, settings: Settings) -> RunSta
     chunk = parse_chunk(request.data)
     if chunk is None:  # the error is shown; the last run stays on screen, and the page says whose it is
         if (shown := st.session_state.get(SS_RUN)) is not None:
-            st.info(f"Still showing the last run ({shown.origin}, {shown.chunk.n_lines} line"
-                    f"{'' if shown.chunk.n_lines == 1 else 's'}); this input was not run.")
+            st.info(f"Still showing the last run ({shown.origin}, {shown.chunk.lines_text}); this input was not run.")
         return None
     settings = settings.model_copy(update={"alternatives": request.alternatives})
     old: RunState | None = st.session_state.get(SS_RUN)

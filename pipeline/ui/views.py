@@ -33,6 +33,7 @@ from pipeline.ui.charts import Shift
 VERDICT_WORDS: dict[str, str] = {"yes": "yes", "no": "no", "not_run": "not run", "error": "error",
                                  "timeout": "timeout", "unparsable": "unparsable", "cancelled": "cancelled"}
 DECISIONS = {True: "accepted", False: "rejected", None: "not judged"}
+NOT_ASKED = "not asked"  # the accept model decided without a verdict: a blank read as missing, "not run" as failed
 FINAL_COLUMNS = ["decision", "rank", "record", "source", "kind", "Qwen", "score", "p", "evidence", "why", "doc_path",
                  "record_id"]
 
@@ -117,7 +118,7 @@ def validate_frame(rows: list[ValidateRow]) -> pd.DataFrame:
         "rank": r.rank, "record": r.name, "p": r.p,
         "Qwen asked": {True: "yes", False: "no (decided without)", None: ""}[r.asked_qwen],
         # no verdict column for a record decided without Qwen: "not run" read as a failure
-        "Qwen": "" if r.asked_qwen is False else VERDICT_WORDS.get(r.verdict, r.verdict),
+        "Qwen": NOT_ASKED if r.asked_qwen is False else VERDICT_WORDS.get(r.verdict, r.verdict),
         "score": r.judge_score if r.judge_score is not None else r.margin, "margin": r.margin,
         "coverage": r.coverage, "threshold": r.threshold, "accepted": bool(r.accepted),
         "verified evidence": len(r.verified_evidence), "shared facts": len(r.facts),
@@ -129,7 +130,7 @@ def final_frame(items: list[FinalItem]) -> pd.DataFrame:
     return pd.DataFrame([{"decision": DECISIONS[it.accepted], "rank": it.rank, "record": it.name,
                           "source": it.source, "kind": it.kind,
                           # p without a verdict: the accept model decided without Qwen (not a failed run)
-                          "Qwen": "" if it.p is not None and it.verdict == "not_run"
+                          "Qwen": NOT_ASKED if it.p is not None and it.verdict == "not_run"
                           else VERDICT_WORDS.get(it.verdict, it.verdict),
                           "score": it.score, "p": it.p, "evidence": ", ".join(it.evidence[:6]),
                           "why": ", ".join(it.why), "doc_path": it.doc_path or "",
