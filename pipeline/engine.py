@@ -97,6 +97,8 @@ class Prepared:
     renames: RuleResult | None = None  # the Godot 3 renames the chunk uses: Engine.renames finds them once
     classes: RuleResult | None = None  # the engine classes the chunk uses: Engine.class_uses finds them once
     pieces: list[tuple[ChunkInfo, QueryResult]] | None = None  # a long chunk's functions: Engine._pieces
+    # the model phase's Cancel, once it starts: the background read of Qwen's prefix stops on it too
+    prime_stops: list[Cancel] = field(default_factory=list)
 
     @property
     def needs_models(self) -> bool:
@@ -191,12 +193,13 @@ class Engine:
         """The fast phase. ``prime``: read Qwen's prompt prefix meanwhile (interactive runs; not batches)."""
         s = settings or Settings()
         chunk = data if isinstance(data, ChunkInfo) else prepare_chunk(data)
+        stops: list[Cancel] = []
         if prime:
-            self.prime(chunk, s)
+            self.prime(chunk, s, stops)
         qa = QueryAnalysis()
         q = qa.run(chunk)
         trace = Trace(chunk=chunk, kb=self.kb_info(), settings=s, query=qa.trace(q))
-        prepared = Prepared(chunk, s, q, trace)
+        prepared = Prepared(chunk, s, q, trace, prime_stops=stops)
         for name in s.alternatives:
             trace.alternatives[name] = self._fast(prepared, name, progress)
         return prepared
@@ -263,10 +266,11 @@ class Engine:
             prepared.pieces = [(p, QueryAnalysis().run(p)) for p in cut]
         return prepared.pieces
 
-    def prime(self, chunk: ChunkInfo, s: Settings) -> threading.Thread | None:
+    def prime(self, chunk: ChunkInfo, s: Settings, stops: Sequence[Cancel] = ()) -> threading.Thread | None:
         """Load Qwen and read the chunk's shared prompt prefix in the background, while retrieval runs.
 
         Skipped when Qwen has already been through this chunk (its answers are cached) or will not run.
+        It stops when the run ends or once any of ``stops`` (filled in later: the run's Cancel) says so.
         """
         if not s.judges:
             return None
@@ -284,7 +288,8 @@ class Engine:
 
         def work() -> None:
             try:
-                validator.prime(chunk.text, cancelled=done.is_set, evidence_only=evidence_only)
+                validator.prime(chunk.text, cancelled=lambda: done.is_set() or any(f() for f in stops),
+                                evidence_only=evidence_only)
             except Cancelled:
                 pass
             except Exception as exc:  # only a head start: the stage itself reports real failures
@@ -309,6 +314,8 @@ class Engine:
         ``on_update`` when a stage still running has something to show (the validator's decisions before
         Qwen's evidence lists)."""
         stop = cancelled or _never
+        if cancelled is not None:
+            prepared.prime_stops.append(cancelled)
         alts = prepared.trace.alternatives
         if prepared.settings.reranker in CHEAP_RERANKERS:  # F's ranking in a moment, not after D's Qwen work
             for alt in alts.values():

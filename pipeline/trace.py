@@ -157,6 +157,7 @@ UNAVAILABLE = "Qwen unavailable, decided on the free features"
 LISTED = "Qwen listed the evidence"
 LIST_EMPTY = "Qwen's evidence list came back empty, so the shared facts are shown"
 LIST_PENDING = "being written now: the shared facts stand in until it is done"
+LIST_CANCELLED = "cancelled before Qwen wrote it, so the shared facts are shown"
 
 
 class ValidateRow(RecordRef):

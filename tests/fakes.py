@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pipeline.models.base import ProgressFn, Reranker, YesNo
+from pipeline.models.base import Cancelled, ProgressFn, Reranker, YesNo
 from pipeline.models.hub import ModelHub
 from pipeline.models.learned import LearnedRanker
 from pipeline.models.validator import QwenValidator
@@ -52,7 +52,9 @@ class ScriptedLM:
         return YesNo(5.0 if "start_dash" in record else -5.0, "yes", len(tokens), 0, 1.0)
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
-                 deadline: float | None = None) -> str:
+                 deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> str:
+        if cancelled is not None and cancelled():
+            raise Cancelled
         return "1]}"
 
 

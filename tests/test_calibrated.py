@@ -10,7 +10,7 @@ from pipeline.accept import FREE, LLM, AcceptModel, Linear
 from pipeline.engine import Engine
 from pipeline.settings import Settings
 from pipeline.stages.validate import VerdictCache
-from pipeline.trace import LIST_PENDING, LISTED, Trace
+from pipeline.trace import LIST_CANCELLED, LIST_PENDING, LISTED, Trace
 from pipeline.ui.flow import alternative_nodes
 from pipeline.ui.views import validate_sent
 from tests.fakes import DASH_CHUNK, SMALL_KB, FakeHub, OverlapReranker
@@ -188,3 +188,22 @@ def test_a_cheap_reranker_ranks_f_before_ds_validator_runs(backend: str,
     eng.complete(prepared, on_update=update)
     assert shown, "nothing was published before the run ended"
     assert shown[0] == (("ok", "pending") if backend == "bge" else ("pending", "pending")), shown
+
+
+def test_cancel_while_qwen_writes_the_lists_keeps_the_decisions_and_caches_no_list(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    import threading
+
+    eng = Engine.open([SMALL_KB], hub=FreeOnlyHub())
+    eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
+    settings = Settings(alternatives=("D",), reranker="none", validator_top_k=6)
+    pressed = threading.Event()
+    # Cancel is pressed the moment the decisions show, while Qwen would be writing the lists
+    trace = eng.complete(eng.prepare(DASH_CHUNK, settings), cancelled=pressed.is_set, on_update=pressed.set)
+    v = trace.alternatives["D"].validation
+    accepted = [r for r in v.judged_rows if r.accepted]
+    assert pressed.is_set() and accepted
+    assert all(r.listing == LIST_CANCELLED and not r.evidence for r in accepted)
+    # the next run writes them: nothing of the cancelled attempt was cached
+    again = eng.run(DASH_CHUNK, settings).alternatives["D"].validation
+    assert again.lists_cached == 0 and all(r.listing == LISTED for r in again.judged_rows if r.accepted)

@@ -121,3 +121,28 @@ def test_a_loaded_model_does_not_wait_for_the_lock_a_background_read_holds() -> 
         t.join()
     lm.close()
     assert not lm._ready and lm._llm is None  # closed: the next load() takes the lock and loads again
+
+
+@pytest.mark.model
+def test_cancel_stops_reading_a_long_prompt_and_writing_lists() -> None:
+    # A 300-line paste: Qwen read its 2,500-token prefix for a minute or more, and Cancel waited for it.
+    from pipeline.models.base import Cancelled
+
+    lm = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=2048)
+    prefix = lm.tokenize(_evidence_head()) + lm.tokenize(_evidence_code(REFERENCE * 3))
+    grammar = list_grammar([1, 2, 3])
+    asked: list[int] = []
+
+    def after(n: int):  # says "cancel" from its n-th question on
+        return lambda: asked.append(1) is None and len(asked) >= n
+
+    for call in (lambda c: lm.complete(prefix + _tail(lm, 0), grammar, max_tokens=32, cancelled=c),
+                 lambda c: lm.complete_many(prefix, [_tail(lm, 0), _tail(lm, 1)], grammar, max_tokens=32,
+                                            cancelled=c)):
+        lm.llm.reset()  # nothing of the prefix in the cache: the read itself must stop
+        asked.clear()
+        with pytest.raises(Cancelled):
+            call(after(2))
+        assert lm.llm.n_tokens < len(prefix), "the whole prefix was read before the cancel was seen"
+    # not cancelled: the same calls still write their lists
+    assert lm.complete(prefix + _tail(lm, 0), grammar, max_tokens=32, cancelled=lambda: False).endswith("]}")

@@ -367,7 +367,7 @@ class FakeQwen:
         return YesNo(self.margin, "yes", len(tokens), 0, 1.0)
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
-                 deadline: float | None = None) -> str:
+                 deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> str:
         return "1]}"
 
 

@@ -75,8 +75,8 @@ class LogitLM(Protocol):
         ...
 
     def complete(self, tokens: list[int], grammar: str, *, max_tokens: int = 24,
-                 deadline: float | None = None) -> str:
-        """A greedy continuation under a GBNF grammar."""
+                 deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> str:
+        """A greedy continuation under a GBNF grammar; raises Cancelled once ``cancelled()`` says so."""
         ...
 
 
@@ -98,14 +98,15 @@ class Validator(Protocol):
         """The yes/no margin; the evidence list when ``evidence`` (None: when the verdict is "yes")."""
         ...
 
-    def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0
-                     ) -> list[dict[str, object]]:
+    def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0,
+                     cancelled: Callable[[], bool] | None = None) -> list[dict[str, object]]:
         """Only the evidence list (numbers of shared facts or short strings, each checked literally)."""
         ...
 
-    def evidence_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], *, timeout_s: float = 30.0
-                      ) -> list[list[dict[str, object]]]:
-        """``evidence_for`` for each (record, evidence) of one chunk, in one pass where the model allows it."""
+    def evidence_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], *, timeout_s: float = 30.0,
+                      cancelled: Callable[[], bool] | None = None) -> list[list[dict[str, object]]]:
+        """``evidence_for`` for each (record, evidence) of one chunk, in one pass where the model allows it;
+        raises Cancelled once ``cancelled()`` says so (reading a long chunk takes a minute)."""
         ...
 
     def prime(self, code: str, cancelled: Callable[[], bool] | None = None, evidence_only: bool = False) -> None:

@@ -224,7 +224,7 @@ class QwenGGUF:
         return float((rows[np.arange(len(cont)), cont] - logz).sum())
 
     def complete(self, tokens: list[int], grammar: str, max_tokens: int = 24, *,
-                 deadline: float | None = None) -> str:
+                 deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> str:
         """Greedy, grammar-constrained continuation of ``tokens`` (prefix reused), up to the list's "]}"."""
         from llama_cpp import LlamaGrammar
 
@@ -232,11 +232,15 @@ class QwenGGUF:
             raise ModelError(f"prompt of {len(tokens)} tokens and {max_tokens} to write exceed the context of "
                              f"{self.n_ctx}")
         with self.lock:
+            if cancelled is not None and len(tokens) > 1:  # read the prompt in slices that can stop; generate
+                self._eval_with_reuse(tokens[:-1], None, cancelled)  # then reuses it
             g = LlamaGrammar.from_string(grammar, verbose=False)
             out: list[int] = []
             for tok in self.llm.generate(tokens, temp=0.0, top_k=1, grammar=g, reset=True):
                 if tok == self.llm.token_eos() or len(out) >= max_tokens:
                     break
+                if cancelled is not None and cancelled():
+                    raise Cancelled
                 out.append(tok)
                 if _ended(self.detokenize(out)) or (deadline is not None and time.monotonic() > deadline):
                     break
@@ -244,7 +248,8 @@ class QwenGGUF:
 
     def complete_many(self, prefix: list[int], tails: list[list[int]], grammar: str | Sequence[str],
                       max_tokens: int = 24, *, deadline: float | None = None,
-                      forced: Callable[[str], str] | None = None) -> list[str]:
+                      forced: Callable[[str], str] | None = None,
+                      cancelled: Callable[[], bool] | None = None) -> list[str]:
         """``complete(prefix + tail, grammar)`` for every tail (``grammar``: one, or one per tail), side by side.
 
         The prefix is evaluated once (sequence 0, reused as usual); each tail continues it in a sequence of
@@ -254,7 +259,8 @@ class QwenGGUF:
         and ``complete``'s stopping rules: each list is the one ``complete`` writes, except where two tokens
         tie within rounding, which either path may break either way (tests/test_qwen_batch.py).
         ``forced(text)``: what the grammar leaves as the only way on after ``text`` ("" when it leaves a
-        choice); that rest is appended without decoding it.
+        choice); that rest is appended without decoding it. ``cancelled()`` is asked while the prefix is read
+        and at every step (raises Cancelled).
         """
         if not tails:
             return []
@@ -276,23 +282,25 @@ class QwenGGUF:
             out: list[str] = [""] * len(tails)
             for g in groups:
                 if len(g) == 1:  # alone (or too long to share the cache): as before
-                    out[g[0]] = self.complete(prefix + tails[g[0]], grammars[g[0]], max_tokens, deadline=deadline)
+                    out[g[0]] = self.complete(prefix + tails[g[0]], grammars[g[0]], max_tokens, deadline=deadline,
+                                              cancelled=cancelled)
                     continue
                 texts = self._side_by_side(prefix, [tails[i] for i in g], [grammars[i] for i in g], max_tokens,
-                                           deadline, forced)
+                                           deadline, forced, cancelled)
                 for i, text in zip(g, texts, strict=True):
                     out[i] = text
             return out
 
     def _side_by_side(self, prefix: list[int], tails: list[list[int]], grammars: list[str], max_tokens: int,
-                      deadline: float | None, forced: Callable[[str], str] | None = None) -> list[str]:
+                      deadline: float | None, forced: Callable[[str], str] | None = None,
+                      cancelled: Callable[[], bool] | None = None) -> list[str]:
         import llama_cpp
         from llama_cpp._internals import LlamaBatch
 
         llm = self.llm
         if self._batch is None:
             self._batch = LlamaBatch(n_tokens=llm.n_batch, embd=0, n_seq_max=1, verbose=False)
-        self._eval_with_reuse(prefix, deadline, None)  # sequence 0: the prefix, as ``complete`` leaves it
+        self._eval_with_reuse(prefix, deadline, cancelled)  # sequence 0: the prefix, as ``complete`` leaves it
         mem = llama_cpp.llama_get_memory(llm.ctx)
         lists = _Lists(self, grammars, max_tokens, deadline, forced)
         try:
@@ -307,6 +315,8 @@ class QwenGGUF:
                         lists.take(k, j)
             pos = [len(prefix) + len(t) for t in tails]
             while live := lists.live():  # one token of every unfinished list per step
+                if cancelled is not None and cancelled():
+                    raise Cancelled
                 self._decode([(lists.out[k][-1], pos[k], k, True) for k in live])
                 for j, k in enumerate(live):
                     pos[k] += 1

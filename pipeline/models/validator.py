@@ -244,23 +244,26 @@ class QwenValidator:
         """The evidence numbers, under the grammar, after the forced verdict."""
         return self._complete(tokens + self.model.tokenize(verdict + '", "evidence": ['), EVIDENCE_GRAMMAR, deadline)
 
-    def _complete(self, tokens: list[int], grammar: str, deadline: float) -> str:
+    def _complete(self, tokens: list[int], grammar: str, deadline: float,
+                  cancelled: Callable[[], bool] | None = None) -> str:
         try:
-            return self.model.complete(tokens, grammar, max_tokens=32, deadline=deadline)
+            return self.model.complete(tokens, grammar, max_tokens=32, deadline=deadline, cancelled=cancelled)
+        except Cancelled:
+            raise
         except Exception as exc:
             return f"<generation failed: {exc}>"
 
-    def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0
-                     ) -> list[dict[str, object]]:
+    def evidence_for(self, code: str, record: AnyRecord, ev: Evidence, *, timeout_s: float = 30.0,
+                     cancelled: Callable[[], bool] | None = None) -> list[dict[str, object]]:
         """Only the evidence list, for a record accepted on a verdict that did not ask for it."""
         if not ev.items:
             return []
-        tokens = self._evidence_tokens(code) + self.model.tokenize(evidence_prompt(record, ev))
-        gen = self._complete(tokens, list_grammar(_numbers(ev)), time.monotonic() + timeout_s)
+        tokens = self._evidence_tokens(code, cancelled) + self.model.tokenize(evidence_prompt(record, ev))
+        gen = self._complete(tokens, list_grammar(_numbers(ev)), time.monotonic() + timeout_s, cancelled)
         return self._parse_items(gen, code, record, ev)
 
-    def evidence_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], *, timeout_s: float = 30.0
-                      ) -> list[list[dict[str, object]]]:
+    def evidence_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], *, timeout_s: float = 30.0,
+                      cancelled: Callable[[], bool] | None = None) -> list[list[dict[str, object]]]:
         """``evidence_for`` for several records of one chunk, their lists decoded side by side when the LM can."""
         todo = [n for n, (_, ev) in enumerate(pairs) if ev.items]
         out: list[list[dict[str, object]]] = [[] for _ in pairs]
@@ -268,8 +271,12 @@ class QwenValidator:
         if len(todo) >= 2 and many is not None:
             tails = [self.model.tokenize(evidence_prompt(*pairs[n])) for n in todo]
             try:
-                texts = many(self._evidence_tokens(code), tails, [list_grammar(_numbers(pairs[n][1])) for n in todo],
-                             max_tokens=32, deadline=time.monotonic() + timeout_s * len(todo), forced=_forced_end)
+                texts = many(self._evidence_tokens(code, cancelled), tails,
+                             [list_grammar(_numbers(pairs[n][1])) for n in todo], max_tokens=32,
+                             deadline=time.monotonic() + timeout_s * len(todo), forced=_forced_end,
+                             cancelled=cancelled)
+            except Cancelled:
+                raise
             except Exception as exc:  # one at a time below, as before the batch existed
                 log.warning("evidence lists side by side failed (%s); asking for them one at a time", exc)
             else:
@@ -277,7 +284,7 @@ class QwenValidator:
                     out[n] = self._parse_items(gen, code, pairs[n][0], pairs[n][1])
                 return out
         for n in todo:
-            out[n] = self.evidence_for(code, pairs[n][0], pairs[n][1], timeout_s=timeout_s)
+            out[n] = self.evidence_for(code, pairs[n][0], pairs[n][1], timeout_s=timeout_s, cancelled=cancelled)
         return out
 
     def _evidence_tokens(self, code: str, cancelled: Callable[[], bool] | None = None) -> list[int]:

@@ -24,11 +24,13 @@ from pipeline.accept import AcceptModel, free_features, page_rows, rank_scores
 from pipeline.evidence import Evidence, collect
 from pipeline.features import ChunkFacts, other_dimension
 from pipeline.kb.migrating import SOURCE as MIGRATING
+from pipeline.models.base import Cancelled
 from pipeline.records import AnyRecord, ApiMapping
 from pipeline.stages.results import Check, ValidateResult, note_parts
 from pipeline.stages.scope import UsedClasses, used_class
 from pipeline.trace import (
     ASKED,
+    LIST_CANCELLED,
     LIST_EMPTY,
     LIST_PENDING,
     LISTED,
@@ -160,7 +162,7 @@ class Calibrated:
                 checks[n].item.record_id)) for n in todo):  # Qwen has lists to write: show the decisions first
             on_decided(result({**checks, **{n: dataclasses.replace(checks[n], listing=LIST_PENDING)
                                             for n in todo}}))
-        self._evidence(stage, chunk, checks, todo, stats, progress)
+        self._evidence(stage, chunk, checks, todo, stats, progress, cancelled)
         return result(checks)
 
     def _ask(self, stage: Validate, chunk: ChunkInfo, pending: list[_Pending], stats: Stats,
@@ -191,7 +193,8 @@ class Calibrated:
 
     @staticmethod
     def _evidence(stage: Validate, chunk: ChunkInfo, checks: dict[int, Check], todo: list[int], stats: Stats,
-                  progress: Callable[[int, int, str], None] | None) -> None:
+                  progress: Callable[[int, int, str], None] | None, cancelled: Callable[[], bool] | None = None
+                  ) -> None:
         """Qwen's evidence list for the records ``todo`` (one prefix, decoded side by side)."""
         from pipeline.models.validator import Judgement
 
@@ -200,7 +203,13 @@ class Calibrated:
         if progress:
             progress(0, len(todo), f"evidence lists of {len(todo)} accepted record(s), side by side")
         pairs = [(stage.store.get(checks[n].item.record_id), checks[n].evidence) for n in todo]
-        for n, (items, cached) in zip(todo, stage.evidence_cached_many(chunk.text, pairs, stats), strict=True):
+        try:
+            lists = stage.evidence_cached_many(chunk.text, pairs, stats, cancelled)
+        except Cancelled:  # the decisions stand; the rows say why their lists are missing
+            for n in todo:
+                checks[n] = dataclasses.replace(checks[n], listing=LIST_CANCELLED)
+            return
+        for n, (items, cached) in zip(todo, lists, strict=True):
             c = checks[n]
             # an empty list is a failed call or no item Qwen would vouch for: the shared facts stand in
             said = LISTED if items else LIST_EMPTY

@@ -20,7 +20,7 @@ from pathlib import Path
 from pipeline import config
 from pipeline.evidence import MODEL_CODE_CHARS, Evidence, collect, for_model, sanitize_for_model
 from pipeline.kb.store import KBStore
-from pipeline.models.base import Validator
+from pipeline.models.base import Cancelled, Validator
 from pipeline.models.validator import Judgement
 from pipeline.records import AnyRecord, record_line
 from pipeline.settings import POLICIES, AcceptPolicy
@@ -228,7 +228,8 @@ class Validate:
         v = self.validator
         return bool(v and self.cache and self.cache.get_evidence(self._evidence_key(v, code, record)) is not None)
 
-    def evidence_cached_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], stats: Stats
+    def evidence_cached_many(self, code: str, pairs: list[tuple[AnyRecord, Evidence]], stats: Stats,
+                             cancelled: Callable[[], bool] | None = None
                              ) -> list[tuple[list[dict[str, object]], bool]]:
         """Qwen's evidence lists under its grammar, each item checked literally, cached like verdicts.
 
@@ -246,7 +247,9 @@ class Validate:
         stats.lists += len(miss)  # a failed call counts too: its rows say the list came back empty
         t0 = time.perf_counter()
         try:
-            lists = v.evidence_many(code, [pairs[n] for n in miss], timeout_s=self.timeout_s)
+            lists = v.evidence_many(code, [pairs[n] for n in miss], timeout_s=self.timeout_s, cancelled=cancelled)
+        except Cancelled:
+            raise
         except Exception as exc:
             log.warning("evidence lists failed: %s", exc)
             return out
