@@ -27,7 +27,7 @@ class Policy:
 
 POLICIES: dict[AcceptPolicy, Policy] = {
     "calibrated": Policy(
-        "calibrated p ≥ threshold (accept model)",
+        "calibrated p (accept model)",
         "accept when the accept model's calibrated probability p reaches its threshold (chosen out of fold on "
         "the dev set's tune half and the rule tune set, for precision ≥ 0.9 on each) and a fact is shared; "
         "Qwen is asked only where its answer can change the decision"),

@@ -55,7 +55,8 @@ def render_compare(trace: Trace, store: KBStore | None, pending: Collection[AltN
             items = {**_ids(f.final), **_ids(d.final)}
             if ids:
                 st.dataframe(pd.DataFrame({"record": [items[i].name for i in ids], "record_id": ids}),
-                             hide_index=True, column_config={"record_id": None})
+                             hide_index=True, width="stretch",  # the column's width, not the names' cut
+                             column_config={"record_id": None, "record": st.column_config.TextColumn(width="large")})
     top_d = {it.record_id for it in d.final}
     top_f = {it.record_id for it in f.final}
     if top_d or top_f:

@@ -235,11 +235,12 @@ def render_report(report: EvalReport, chunks: list[LabelledChunk]) -> None:
         st.caption("nDCG@10 per chunk and system; sort a column to find where a design loses.")
         titles = {c.id: c.title for c in chunks}
         systems = _ordered(sorted({s for v in report.per_chunk.values() for s in v}))
-        rows = [{"chunk": cid, "title": titles.get(cid, ""),
-                 **{SYSTEM_LABELS.get(s, s): v.get(s, {}).get("ndcg@10") for s in systems}}
-                for cid, v in sorted(report.per_chunk.items())]
+        # the figures before the long title, so D and F are in sight without scrolling sideways
+        rows = [{"chunk": cid, **{SYSTEM_LABELS.get(s, s): v.get(s, {}).get("ndcg@10") for s in systems},
+                 "title": titles.get(cid, "")} for cid, v in sorted(report.per_chunk.items())]
         st.dataframe(pd.DataFrame(rows), hide_index=True, placeholder="—", height=360, column_config={
-            SYSTEM_LABELS.get(s, s): st.column_config.NumberColumn(format="%.3f") for s in systems})
+            **{SYSTEM_LABELS.get(s, s): st.column_config.NumberColumn(format="%.3f") for s in systems},
+            "title": st.column_config.TextColumn(width="medium")})
 
 
 def _span(report: EvalReport, system: str) -> str | None:

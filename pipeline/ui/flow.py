@@ -109,7 +109,7 @@ def _final_node(a: AlternativeTrace) -> tuple[int | None, str, Status]:
     v = a.validation
     n_acc = sum(1 for it in a.final if it.accepted)
     if v is None or v.status in ("skipped", "not_run"):
-        return None, f"{len(a.final)} ranked, none judged", "skipped"
+        return None, "none judged", "skipped"  # the ranked count would not fit the box
     if v.writing_lists:  # decided; the evidence lists are being written
         return n_acc, f"{n_acc} of {len(a.final)}", "pending"
     if v.status == "pending":

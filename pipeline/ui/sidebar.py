@@ -14,18 +14,22 @@ from pydantic import ValidationError
 
 from pipeline.errors import describe
 from pipeline.models import provision
-from pipeline.settings import POLICIES, SECONDS_PER_JUDGEMENT, TRAINED, Settings
+from pipeline.settings import POLICIES, SECONDS_PER_JUDGEMENT, SECONDS_PER_RERANK_DOC, TRAINED, Settings
 from pipeline.ui.engines import BUILTIN, SS_KB_CHOICE, UPLOADED, UserKB, load_user_kb, user_kb
 
 LONG_LABELS = {"per_function": "search each function, merge the hits", "whole": "search as one query"}
 FUSION_LABELS = {"rrf": "RRF (reciprocal rank fusion)", "minmax": "min-max + α", "zscore": "z-score + α"}
-RERANKER_LABELS = {"learned": "learned ranker (LightGBM, trained from the docs)",
-                   "bge": "cross-encoder via FlagEmbedding (trained here, or a bge folder)",
-                   "qwen": "Qwen 0.5B yes/no (local, ~2 s/candidate)",
-                   "qwen-pmi": "Qwen 0.5B query likelihood, PMI (local, ~2 s/candidate)",
-                   "none": "none (keep union order)"}
-VALIDATOR_LABELS = {"qwen-1.5b": f"Qwen2.5-Coder 1.5B (~{SECONDS_PER_JUDGEMENT['qwen-1.5b']:g} s/candidate)",
-                    "qwen-0.5b": f"Qwen2.5-Coder 0.5B (~{SECONDS_PER_JUDGEMENT['qwen-0.5b']:g} s/candidate)"}
+# Short enough for the sidebar's select boxes (a longer one is cut after ~28 characters); the help says more
+RERANKER_LABELS = {"learned": "learned (LightGBM)", "bge": "cross-encoder", "qwen": "Qwen 0.5B yes/no (slow)",
+                   "qwen-pmi": "Qwen 0.5B PMI (slow)", "none": "none (union order)"}
+RERANKER_HELP = ("**learned**: LightGBM lambdarank over the trace's features, trained from the docs (milliseconds). "
+                 "**cross-encoder**: the one trained here, or a bge-reranker folder, via FlagEmbedding. "
+                 f"**Qwen 0.5B**: yes/no logits or query likelihood (PMI), ~{SECONDS_PER_RERANK_DOC['qwen']:g} s per "
+                 "candidate. **none**: F keeps the union order.")
+VALIDATOR_LABELS = {"qwen-1.5b": "Qwen2.5-Coder 1.5B", "qwen-0.5b": "Qwen2.5-Coder 0.5B (faster)"}
+VALIDATOR_HELP = (f"Verdicts cost ~{SECONDS_PER_JUDGEMENT['qwen-1.5b']:g} s (1.5B) or "
+                  f"~{SECONDS_PER_JUDGEMENT['qwen-0.5b']:g} s (0.5B) per candidate under the Qwen-yes policies; the "
+                  "calibrated policy asks Qwen only for the accepted records' evidence lists.")
 KEEP: dict[str, Any] = {"persist_state": "session"}  # widget values survive page switches
 
 
@@ -73,7 +77,7 @@ def _fusion() -> dict[str, Any]:
 
 def _reranker() -> dict[str, Any]:
     with st.expander("F · reranker"):
-        reranker = _select("Backend", "reranker", RERANKER_LABELS)
+        reranker = _select("Backend", "reranker", RERANKER_LABELS, help=RERANKER_HELP)
         model = st.text_input("Model path (optional)", "", key="s_reranker_model", placeholder="default model",
                               help="The learned ranker's or a cross-encoder's folder, or a GGUF for Qwen; empty: "
                                    "the one trained here.", **KEEP)
@@ -88,7 +92,7 @@ def _validator(default_on: bool) -> dict[str, Any]:
 
     with st.expander("Validator", expanded=True):
         on = st.toggle("Run the validator", default_on, key="s_run_validator", **KEEP)
-        model = _select("Model", "validator_model", VALIDATOR_LABELS, disabled=not on)
+        model = _select("Model", "validator_model", VALIDATOR_LABELS, disabled=not on, help=VALIDATOR_HELP)
         top_k = number("Judge the top k of each ranking", "validator_top_k", disabled=not on)
         policy = _select("Accept policy", "accept_policy", {k: p.label for k, p in POLICIES.items()},
                          disabled=not on)
