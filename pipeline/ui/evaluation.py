@@ -275,6 +275,7 @@ def _calibration(report: EvalReport) -> None:
     for col, (alt, cal) in zip(cols, sorted(report.calibration.items()), strict=True):
         auc = f"{cal['auc']:.3f}" if cal.get("auc") is not None else "—"
         col.metric(f"{alt}: AUC of p", auc)
-        col.caption(f"{cal['judged']} judged records · {cal['qwen_calls_per_chunk']:.1f} Qwen calls per chunk · "
-                    f"{cal['decided_without_qwen']} decided without Qwen")
+        col.caption(f"{cal['judged']} judged records · {cal['qwen_calls_per_chunk']:.1f} Qwen calls per chunk "
+                    f"(verdicts and accepted records' evidence lists) · {cal['decided_without_qwen']} decided "
+                    "without a Qwen verdict")
     st.altair_chart(charts.reliability_chart(report.calibration), width="content")
