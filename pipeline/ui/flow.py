@@ -139,7 +139,10 @@ def alternative_nodes(a: AlternativeTrace, s: Settings, code_chars: int | None =
     title, n, text, t = _validate_node(a, s, code_chars)
     out.append(node("validate", title, a.validation, n, text, t))
     n_acc, text, status = _final_node(a)
-    out.append(FlowNode(a.name, "final", "Accepted", n_acc, text, a.ms, status, 0.0, f"total {fmt_ms(a.ms)}"))
+    judged = len(a.validation.judged_rows) if a.validation is not None else 0
+    note = (f"accepted out of the final list of {len(a.final)}; the validator judged {judged} of them"
+            if n_acc is not None else "")
+    out.append(FlowNode(a.name, "final", "Accepted", n_acc, text, a.ms, status, 0.0, f"total {fmt_ms(a.ms)}", note))
     return out
 
 
