@@ -162,6 +162,13 @@ class Settings(BaseModel):
             return chars / CHARS_PER_TOKEN / READ_TOKENS_PER_S[m] + SECONDS_EVIDENCE_LISTS[m]
         return SECONDS_PER_JUDGEMENT[m] * self.validator_top_k
 
+    def validation_work(self) -> str:
+        """What one alternative's validation does, in words (what :meth:`judge_seconds` estimates)."""
+        if self.accept_policy == "calibrated":
+            return (f"the accept model decides on the top {self.validator_top_k} candidates, then "
+                    f"{self.validator_model} reads the chunk and writes each accepted record's evidence list")
+        return f"{self.validator_model} judges the top {self.validator_top_k} candidates"
+
     def rerank_count(self, union: int) -> int:
         """How many of a union's ``union`` candidates F's reranker scores: the learned ranker reads features the
         trace already has and scores them all; the model rerankers stop at rerank_top_n."""

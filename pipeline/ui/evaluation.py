@@ -160,11 +160,7 @@ def mean_chars(labelled: LabelledSet, n: int) -> int:
 
 def validation_cost(s: Settings, code_chars: int) -> str:
     """What validating one chunk costs under ``s``, in words, for the option that turns it on."""
-    secs = f"~{s.judge_seconds(code_chars):.0f} s per chunk and alternative"
-    if s.accept_policy == "calibrated":
-        return (f"the accept model decides on the top {s.validator_top_k}, then {s.validator_model} reads the chunk "
-                f"and writes each accepted record's evidence list ({secs})")
-    return f"{s.validator_model} judges the top {s.validator_top_k} of each alternative ({secs})"
+    return f"{s.validation_work()} (~{s.judge_seconds(code_chars):.0f} s per chunk and alternative)"
 
 
 def submit(engine: Engine, labelled: LabelledSet, n: int, settings: Settings) -> EvalRun:

@@ -40,12 +40,9 @@ def panel_validate(trace: Trace, store: KBStore | None, pending: Collection[AltN
                 _validate(stage, trace.chunk.text, store, f"{key}_{name}")
                 continue
             s = trace.settings
-            secs = f"~{s.judge_seconds(len(trace.chunk.text)):.0f} s with {s.validator_model} on cold caches"
-            what = (f"The accept model is deciding on the top {s.validator_top_k} candidates; then Qwen reads the "
-                    f"chunk and writes the evidence list of each accepted record ({secs})"
-                    if s.accept_policy == "calibrated" else
-                    f"Qwen is judging the top {s.validator_top_k} candidates ({secs})")
-            stage_notice(None, waiting=f"{what}; this panel fills in when it is done.")
+            what = s.validation_work()
+            stage_notice(None, waiting=f"{what[:1].upper()}{what[1:]} (~{s.judge_seconds(len(trace.chunk.text)):.0f}"
+                                       " s on cold caches); this panel fills in when it is done.")
             continue
         if not stage_notice(stage):
             continue
