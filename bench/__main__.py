@@ -15,7 +15,7 @@ from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = ["retrieval", "models", "scale", "rst_parse", "rankers", "batch_throughput", "cold_start", "query_encode",
-          "kb_encode", "renames", "long_chunk", "dashboard"]
+          "kb_encode", "renames", "long_chunk", "list_prompt", "dashboard"]
 
 
 def _load(name: str) -> dict | None:
@@ -136,6 +136,9 @@ def render() -> str:
     from bench.long_chunk import section as long_chunk_section
 
     lines += long_chunk_section(_load("long_chunk"))
+    from bench.list_prompt import section as list_prompt_section
+
+    lines += list_prompt_section(_load("list_prompt"))
     notes = ROOT / "bench" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text().strip(), ""]

@@ -8,15 +8,16 @@ so the validator's judgement can be checked against plain string matching.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import accumulate, chain
 
 from pipeline.gdlex import Token, code_only, lex, strip_comments
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk, LabelPrototype
 
-__all__ = ["Evidence", "EvidenceItem", "code_facts", "collect", "fact_term", "sanitize_for_model", "strip_comments",
-           "verify"]
+__all__ = ["Evidence", "EvidenceItem", "code_facts", "collect", "fact_term", "for_lists", "sanitize_for_model",
+           "strip_comments", "verify"]
 
 # Names every script uses; matching them says nothing about a record.
 GENERIC = frozenset([
@@ -83,6 +84,44 @@ def for_model(code: str) -> tuple[str, int]:
     return "\n".join(kept) + "\n", len(lines) - len(kept)
 
 
+# Policy "calibrated": the code Qwen reads before it writes evidence lists. Lists name facts, and the lines
+# between them changed no list while they made most of a long chunk's cost (BENCHMARKS.md, "Qwen's evidence
+# lists are the first four shared facts, every time"): ~6 s of prompt per 2,000 characters here.
+LIST_CODE_CHARS = 2000
+
+
+def for_lists(code: str) -> tuple[str, int]:
+    """The lines of ``sanitize_for_model(code)`` that show its facts, and how many of its lines are left out.
+
+    Each fact, most telling first (``code_facts``), brings the first line that holds it, until the lines
+    reach LIST_CODE_CHARS; they keep the code's order. Code with no fact on a line keeps its first lines.
+    """
+    text = sanitize_for_model(code)
+    lines = text.splitlines()
+    starts = list(accumulate((len(ln) + 1 for ln in lines), initial=0))
+    chosen: set[int] = set()
+    size = 0
+    for fact in code_facts(code):
+        at = _find(text, fact)
+        if at < 0:
+            continue
+        n = bisect_right(starts, at) - 1
+        if n in chosen:
+            continue
+        if size + len(lines[n]) + 1 > LIST_CODE_CHARS:
+            break
+        chosen.add(n)
+        size += len(lines[n]) + 1
+    if not chosen:
+        for n, ln in enumerate(lines):
+            if size + len(ln) + 1 > LIST_CODE_CHARS:
+                break
+            chosen.add(n)
+            size += len(ln) + 1
+    kept = [lines[n] for n in sorted(chosen)]
+    return "\n".join(kept) + "\n", len(lines) - len(kept)
+
+
 def _distinctive(name: str) -> bool:
     base = name.lstrip("$%").split(".")[-1]
     return len(base) >= 4 and base.lower() not in GENERIC
@@ -146,13 +185,19 @@ def code_facts(code: str) -> list[str]:
     return [f for t in tiers for f in sorted(t, key=lambda f: t[f])]
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def _find(haystack: str, needle: str) -> int:
+    """Where ``needle`` first stands as a whole name (or a quoted string's body) in ``haystack``; -1 if nowhere."""
     n = needle.strip('"') if needle.startswith('"') else needle
     if not n:
-        return False
+        return -1
     pattern = (r"(?<![\w])" if n[0].isalnum() or n[0] == "_" else "") + re.escape(n)
     pattern += r"(?![\w])" if n[-1].isalnum() or n[-1] == "_" else ""
-    return re.search(pattern, haystack) is not None
+    m = re.search(pattern, haystack)
+    return m.start() if m else -1
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    return _find(haystack, needle) >= 0
 
 
 @dataclass(frozen=True)

@@ -155,10 +155,10 @@ class Settings(BaseModel):
         if not self.judges:
             return 0.0
         m = self.validator_model
-        if self.accept_policy == "calibrated":  # Qwen reads the chunk (as far as it is shown) and writes lists
-            from pipeline.evidence import MODEL_CODE_CHARS
+        if self.accept_policy == "calibrated":  # Qwen reads the lines that show the facts, and writes lists
+            from pipeline.evidence import LIST_CODE_CHARS
 
-            chars = min(code_chars or TYPICAL_CHUNK_CHARS, MODEL_CODE_CHARS)
+            chars = min(code_chars or TYPICAL_CHUNK_CHARS, LIST_CODE_CHARS)
             return chars / CHARS_PER_TOKEN / READ_TOKENS_PER_S[m] + SECONDS_EVIDENCE_LISTS[m]
         return SECONDS_PER_JUDGEMENT[m] * self.validator_top_k
 
@@ -166,7 +166,8 @@ class Settings(BaseModel):
         """What one alternative's validation does, in words (what :meth:`judge_seconds` estimates)."""
         if self.accept_policy == "calibrated":
             return (f"the accept model decides on the top {self.validator_top_k} candidates, then "
-                    f"{self.validator_model} reads the chunk and writes each accepted record's evidence list")
+                    f"{self.validator_model} reads the lines that show the chunk's facts and writes each accepted "
+                    "record's evidence list")
         return f"{self.validator_model} judges the top {self.validator_top_k} candidates"
 
     def rerank_count(self, union: int) -> int:

@@ -191,10 +191,10 @@ def test_cost_estimates_follow_the_settings() -> None:
     s = Settings(validator_top_k=8, rerank_top_n=30, reranker="qwen", accept_policy="qwen_and_evidence")
     assert s.judge_seconds() == 24.0 and s.rerank_seconds() == 30 * 1.9
     assert s.estimate_seconds(2) == 2 * (1.0 + 30 * 1.9 + 24.0 * 2)
-    # the calibrated policy: Qwen reads the chunk as far as it is shown, then writes the lists
+    # the calibrated policy: Qwen reads the lines that show the facts (at most LIST_CODE_CHARS), then writes lists
     cal = Settings()
-    short, long, huge = (cal.judge_seconds(n) for n in (500, 8000, 80_000))
-    assert 5 < short < 12 < long == huge
+    short, mid, long, huge = (cal.judge_seconds(n) for n in (500, 2000, 8000, 80_000))
+    assert 5 < short < 12 < mid == long == huge
     quick = s.model_copy(update={"reranker": "none", "run_validator": False})
     assert quick.estimate_seconds(2) == 2.0 and not quick.needs_models
     assert Settings(accept_policy="evidence_only").judge_seconds() == 0.0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.evidence import for_model
 from pipeline.models import provision
 from pipeline.models.qwen import SEQUENCES, QwenGGUF
 from pipeline.models.validator import _evidence_code, _evidence_head, _forced_end, list_grammar
@@ -25,6 +26,11 @@ FACTS = [
     ["is_on_floor"],
     ["position.clamp", "Vector2.ZERO"],
 ]
+
+
+def _whole(code: str) -> str:
+    """A code part as long as the code: the lists' own prompt keeps only the lines that show its facts."""
+    return f"{for_model(code)[0]}```\n"
 
 
 def _tail(lm: QwenGGUF, n: int) -> list[int]:
@@ -85,7 +91,7 @@ def test_a_prompt_past_the_context_fails_at_once_with_a_clear_error() -> None:
     from pipeline.models.provision import ModelError
 
     lm = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=512)
-    prefix = lm.tokenize(_evidence_code(REFERENCE * 8))
+    prefix = lm.tokenize(_whole(REFERENCE * 8))
     assert len(prefix) > 512
     grammar = list_grammar([1, 2])
     with pytest.raises(ModelError, match="exceed"):
@@ -129,7 +135,7 @@ def test_cancel_stops_reading_a_long_prompt_and_writing_lists() -> None:
     from pipeline.models.base import Cancelled
 
     lm = QwenGGUF(provision.model_path("qwen-0.5b"), n_ctx=2048)
-    prefix = lm.tokenize(_evidence_head()) + lm.tokenize(_evidence_code(REFERENCE * 3))
+    prefix = lm.tokenize(_evidence_head()) + lm.tokenize(_whole(REFERENCE * 3))
     grammar = list_grammar([1, 2, 3])
     asked: list[int] = []
 

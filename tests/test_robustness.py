@@ -26,7 +26,7 @@ from pipeline import atomic
 from pipeline.batch import ResultLine, ResultsLog, SettingsSummary, plan, process_chunk, split_source
 from pipeline.bm25_index import ARRAYS_FILE, META_FILE, BM25Index
 from pipeline.chunk import MAX_CHUNK_BYTES, InputError, prepare_chunk
-from pipeline.evidence import MODEL_CODE_CHARS, collect
+from pipeline.evidence import LIST_CODE_CHARS, MODEL_CODE_CHARS, code_facts, collect, for_lists, sanitize_for_model
 from pipeline.kb import index as kb_index
 from pipeline.kb.load import MAX_LINE_BYTES, load_bytes, load_jsonl
 from pipeline.kb.store import open_kb
@@ -431,6 +431,20 @@ def test_a_huge_chunk_is_cut_for_qwen_and_the_trace_says_so(engine) -> None:
     assert result.code_cut > 500 and "Qwen is shown only its first 8,000 characters" in trace.message
     short = stage.trace(stage.run(prepare_chunk(REFERENCE), [FinalItem(**item.model_dump())]))
     assert "Qwen is shown only" not in short.message  # a chunk that fits is shown whole, with no notice
+
+
+def test_the_list_prompt_shows_each_fact_of_the_chunk_on_the_first_line_that_holds_it() -> None:
+    text, left_out = for_lists(REFERENCE)
+    lines, kept = sanitize_for_model(REFERENCE).splitlines(), text.splitlines()
+    assert kept == [ln for ln in lines if ln in kept]  # the code's own lines, in its order
+    assert all(f.strip('"') in text for f in code_facts(REFERENCE))
+    assert "\t\tvelocity.x += 1" not in kept and "func _process(delta):" not in kept  # no fact on them
+    assert left_out == len(lines) - len(kept) > 0
+    # a long chunk: cut within LIST_CODE_CHARS, the rest counted
+    body = "".join(f"\tvar speed_{n} := position.clamp(Vector2.ZERO, screen_size)\n" for n in range(2000))
+    text, left_out = for_lists("func _process(delta):\n" + body)
+    assert len(text) <= LIST_CODE_CHARS and left_out > 1900
+    assert for_lists("var a = 1\nvar b = 2\n") == ("var a = 1\nvar b = 2\n", 0)  # no fact: the first lines
 
 
 def test_corrupt_verdict_entry_is_judged_again(engine, tmp_cache: Path) -> None:

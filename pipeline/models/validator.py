@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.evidence import Evidence, EvidenceItem, for_model, strip_comments, verify
+from pipeline.evidence import Evidence, EvidenceItem, for_lists, for_model, strip_comments, verify
 from pipeline.models.base import Cancelled, LogitLM, Timeout
 from pipeline.records import AnyRecord, ApiMapping, DocsChunk
 
@@ -34,7 +34,8 @@ PROMPT_VERSION = "v4"
 # cache is saved once under the cache folder and read back by a fresh process (≈ 1.7 s of prompt here).
 # e6: each record's grammar allows only its own fact numbers (list_grammar); lists are decoded side by side.
 # e7: the record's part no longer repeats the question.
-EVIDENCE_VERSION = "e7"
+# e8: the code part holds only the lines that show the chunk's facts (evidence.for_lists), at most 2,000 characters.
+EVIDENCE_VERSION = "e8"
 # Calibrated on the dev set (bench/calibrate.py); overridable per run. The judge score is the
 # yes/no logit margin plus a prior from deterministic evidence coverage (0 weight = margin only).
 # 1.5B: threshold 0.9 on the margin, no prior, was the best F0.5 on the dev set's top-8 candidates
@@ -110,7 +111,7 @@ def _evidence_head() -> str:
 
 
 def _evidence_code(code: str) -> str:
-    return f"{for_model(code)[0]}```\n"
+    return f"{for_lists(code)[0]}```\n"
 
 
 def _windows(code_blocks: list[str], facts: list[str], max_lines: int = 5) -> str:

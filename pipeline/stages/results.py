@@ -216,6 +216,7 @@ class ValidateResult:
     accept_model: str | None = None  # policy "calibrated": the model that decided, or None if it was missing
     skipped: int = 0  # candidates decided without Qwen
     code_cut: int = 0  # lines of a very long chunk that Qwen's prompt leaves out (evidence.MODEL_CODE_CHARS)
+    list_cut: int = 0  # lines the evidence lists' prompt leaves out: they show none of the chunk's facts
     lists: int = 0  # evidence lists Qwen was asked for now / read from the cache, and the time asking took
     lists_cached: int = 0
     lists_ms: float = 0.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import config
-from pipeline.evidence import MODEL_CODE_CHARS, Evidence, collect, for_model, sanitize_for_model
+from pipeline.evidence import MODEL_CODE_CHARS, Evidence, collect, for_lists, for_model, sanitize_for_model
 from pipeline.kb.store import KBStore
 from pipeline.models.base import Cancelled, Validator
 from pipeline.models.validator import Judgement
@@ -160,7 +160,8 @@ class Validate:
         result = self._run(chunk, final, progress, cancelled, on_decided)
         # sanitizing never lengthens code but by its closing newline: a chunk under the bound is not lexed again
         cut = for_model(chunk.text)[1] if self.validator is not None and len(chunk.text) >= MODEL_CODE_CHARS else 0
-        return dataclasses.replace(result, code_cut=cut) if cut else result
+        list_cut = for_lists(chunk.text)[1] if result.lists else 0
+        return dataclasses.replace(result, code_cut=cut, list_cut=list_cut) if cut or list_cut else result
 
     def _run(self, chunk: ChunkInfo, final: list[FinalItem], progress: JudgeProgress | None,
              cancelled: Callable[[], bool] | None,
@@ -290,7 +291,9 @@ class Validate:
             message="; ".join(filter(None, [self.unavailable, (
                 f"the chunk is long: Qwen is shown only its first {MODEL_CODE_CHARS:,} characters, not its last "
                 f"{result.code_cut:,} lines (the evidence is still checked against all of it)")
-                if result.code_cut else ""])),
+                if result.code_cut else "", (
+                f"for the evidence lists Qwen read only the lines that show the chunk's facts, not the other "
+                f"{result.list_cut:,}") if result.list_cut else ""])),
             rows=[_row(c) for c in result.checks], top_k=self.top_k, label_fit=self.label_fit, policy=self.policy,
             policy_text=POLICIES[self.policy].description, model=v.name if v else None,
             threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
