@@ -304,6 +304,7 @@ class ValidateTrace(StageTrace[ValidateRow]):
     lists: int = 0  # evidence lists Qwen was asked for now, for accepted records (most of a cold run's time)
     lists_cached: int = 0
     lists_ms: float = 0.0
+    list_lines_left: int = 0  # chunk lines the lists' prompt left out: they show none of its facts
     class_accepts: bool = False  # Settings.class_accepts: the class records of the classes the code uses
 
     @property
@@ -320,8 +321,10 @@ class ValidateTrace(StageTrace[ValidateRow]):
         """Where the time went when Qwen wrote evidence lists rather than verdicts (" …"), or ""."""
         if not self.lists:
             return ""
+        left = (f" For them Qwen read only the lines that show the chunk's facts ({self.list_lines_left:,} other "
+                "line(s) left out)." if self.list_lines_left else "")
         return (f" Qwen was then asked for the evidence lists of {self.lists} accepted record(s): "
-                f"{self.lists_ms / 1000:.1f} s of this stage's {self.ms / 1000:.1f} s.")
+                f"{self.lists_ms / 1000:.1f} s of this stage's {self.ms / 1000:.1f} s.{left}")
 
     @property
     def writing_lists(self) -> int:

@@ -196,12 +196,13 @@ def test_the_lists_prompt_leaves_out_the_lines_without_facts_and_the_trace_says_
     eng.verdicts = VerdictCache(tmp_path_factory.mktemp("verdicts"))
     settings = Settings(alternatives=("D",), reranker="none", validator_top_k=6)
     short = eng.run(DASH_CHUNK, settings).alternatives["D"].validation
-    assert short is not None and short.lists and "for the evidence lists" in short.message  # the func line
+    assert short is not None and short.lists and "(2 other line(s) left out)" in short.lists_text  # func, gravity
+    assert not short.message  # expected, not a warning
     filler = "".join(f"\tx += {n}\n" for n in range(200))  # lines that show none of the chunk's facts
     v = eng.run(DASH_CHUNK + filler, settings).alternatives["D"].validation
     assert v is not None and v.lists
     # kept: the Input, start_dash() and move_and_slide() lines; left out: the func line, gravity and the filler
-    assert "for the evidence lists Qwen read only the lines that show the chunk's facts, not the other 202" in v.message
+    assert "Qwen read only the lines that show the chunk's facts (202 other line(s) left out)" in v.lists_text
 
 
 def test_cancel_while_qwen_writes_the_lists_keeps_the_decisions_and_caches_no_list(

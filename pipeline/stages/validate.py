@@ -291,9 +291,7 @@ class Validate:
             message="; ".join(filter(None, [self.unavailable, (
                 f"the chunk is long: Qwen is shown only its first {MODEL_CODE_CHARS:,} characters, not its last "
                 f"{result.code_cut:,} lines (the evidence is still checked against all of it)")
-                if result.code_cut else "", (
-                f"for the evidence lists Qwen read only the lines that show the chunk's facts, not the other "
-                f"{result.list_cut:,}") if result.list_cut else ""])),
+                if result.code_cut else ""])),
             rows=[_row(c) for c in result.checks], top_k=self.top_k, label_fit=self.label_fit, policy=self.policy,
             policy_text=POLICIES[self.policy].description, model=v.name if v else None,
             threshold=v.threshold if v else None, prompt_version=v.prompt_version if v else None,
@@ -301,7 +299,7 @@ class Validate:
             prompt_tokens=result.prompt_tokens, reused_tokens=result.reused_tokens,
             accept_model=result.accept_model, skipped=result.skipped, class_accepts=self.classes is not None,
             lists=result.lists, lists_cached=result.lists_cached, lists_ms=round(result.lists_ms, 1),
-            p_threshold=self.accept.model.threshold if self.accept else None)
+            list_lines_left=result.list_cut, p_threshold=self.accept.model.threshold if self.accept else None)
 
 
 def decided(c: Check) -> FinalItem:
