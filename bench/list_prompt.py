@@ -45,7 +45,7 @@ shown = for_lists(code)[0] if mode == "fact_lines" else for_model(code)[0]
 lists = {r.record_id: [e.text for e in r.evidence] for r in d.validation.judged_rows if r.accepted}
 print("RESULT " + json.dumps({"s": s, "lines": code.count("\n") + 1, "shown_chars": len(shown),
                               "validate_ms": round(next(st.ms for st in d.stages if st.name == "validate")),
-                              "lists": lists, "message": d.validation.message}))
+                              "lists": lists}))
 """
 
 

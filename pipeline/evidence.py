@@ -75,13 +75,19 @@ def for_model(code: str) -> tuple[str, int]:
     if len(text) <= MODEL_CODE_CHARS:
         return text, 0
     lines = text.splitlines()
+    kept = _leading_lines(lines, MODEL_CODE_CHARS)
+    return "\n".join(kept) + "\n", len(lines) - len(kept)
+
+
+def _leading_lines(lines: list[str], limit: int) -> list[str]:
+    """The first whole ``lines`` that fit in ``limit`` characters, each with its newline."""
     kept, size = [], 0
     for ln in lines:
-        if size + len(ln) + 1 > MODEL_CODE_CHARS:
+        if size + len(ln) + 1 > limit:
             break
         kept.append(ln)
         size += len(ln) + 1
-    return "\n".join(kept) + "\n", len(lines) - len(kept)
+    return kept
 
 
 # Policy "calibrated": the code Qwen reads before it writes evidence lists. Lists name facts, and the lines
@@ -112,13 +118,7 @@ def for_lists(code: str) -> tuple[str, int]:
             break
         chosen.add(n)
         size += len(lines[n]) + 1
-    if not chosen:
-        for n, ln in enumerate(lines):
-            if size + len(ln) + 1 > LIST_CODE_CHARS:
-                break
-            chosen.add(n)
-            size += len(ln) + 1
-    kept = [lines[n] for n in sorted(chosen)]
+    kept = [lines[n] for n in sorted(chosen)] if chosen else _leading_lines(lines, LIST_CODE_CHARS)
     return "\n".join(kept) + "\n", len(lines) - len(kept)
 
 
